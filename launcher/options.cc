@@ -1,0 +1,322 @@
+#include "launcher/options.h"
+
+#include <charconv>
+#include <functional>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace mlrun {
+namespace {
+
+bool parse_int(std::string_view s, int& out) {
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+bool parse_double(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  try {
+    std::size_t used = 0;
+    out = std::stod(s, &used);
+    return used == s.size();
+  } catch (...) {
+    return false;
+  }
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  while (true) {
+    auto at = s.find(sep);
+    out.push_back(s.substr(0, at));
+    if (at == std::string_view::npos) return out;
+    s.remove_prefix(at + 1);
+  }
+}
+
+using Errors = std::vector<OptionError>;
+using Apply = std::function<void(Options&, const std::string& flag, const std::string& value,
+                                 Errors&)>;
+
+struct OptionSpec {
+  std::vector<std::string_view> names;  // Long names in their '_' spelling, short names as is.
+  bool takes_value;
+  Apply apply;
+};
+
+void bad(Errors& errors, const std::string& flag, const std::string& value,
+         std::string_view why) {
+  errors.push_back({fmt::format("{}={}: {}", flag, value, why)});
+}
+
+Apply int_at_least(int Options::*field, int minimum) {
+  return [field, minimum](Options& o, const std::string& flag, const std::string& v, Errors& e) {
+    int n;
+    if (!parse_int(v, n) || n < minimum) {
+      bad(e, flag, v, minimum == 0 ? "must be a non-negative integer"
+                                   : fmt::format("must be an integer of at least {}", minimum));
+      return;
+    }
+    o.*field = n;
+  };
+}
+
+Apply text(std::string Options::*field) {
+  return [field](Options& o, const std::string&, const std::string& v, Errors&) { o.*field = v; };
+}
+
+Apply flag(bool Options::*field) {
+  return [field](Options& o, const std::string&, const std::string&, Errors&) { o.*field = true; };
+}
+
+Apply one_of(std::string Options::*field, std::vector<std::string_view> allowed) {
+  return [field, allowed](Options& o, const std::string& f, const std::string& v, Errors& e) {
+    for (auto a : allowed) {
+      if (v == a) {
+        o.*field = v;
+        return;
+      }
+    }
+    bad(e, f, v, fmt::format("must be one of {}", fmt::join(allowed, ", ")));
+  };
+}
+
+Apply positive_seconds(double Options::*field) {
+  return [field](Options& o, const std::string& f, const std::string& v, Errors& e) {
+    double d;
+    if (!parse_double(v, d) || !(d >= 0)) {
+      bad(e, f, v, "must be a non-negative number of seconds");
+      return;
+    }
+    o.*field = d;
+  };
+}
+
+// "3" or "0:1,1:2": torchrun's Std values per local rank.
+Apply stream_spec(StreamSpec Options::*field) {
+  return [field](Options& o, const std::string& f, const std::string& v, Errors& e) {
+    StreamSpec spec;
+    int mask;
+    if (parse_int(v, mask)) {
+      if (mask < 0 || mask > 3) return bad(e, f, v, "must be 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
+      spec.all = mask;
+      o.*field = spec;
+      return;
+    }
+    for (auto item : split(v, ',')) {
+      auto parts = split(item, ':');
+      int local_rank;
+      if (parts.size() != 2 || !parse_int(parts[0], local_rank) || local_rank < 0 ||
+          !parse_int(parts[1], mask) || mask < 0 || mask > 3) {
+        return bad(e, f, v,
+                   "must be 0-3 or a list of LOCAL_RANK:0-3 (for example 0:3,1:2)");
+      }
+      spec.per_rank.emplace_back(local_rank, mask);
+    }
+    o.*field = spec;
+  };
+}
+
+void apply_nproc(Options& o, const std::string& f, const std::string& v, Errors& e) {
+  int n;
+  if (v == "auto" || v == "gpu" || v == "cpu" || (parse_int(v, n) && n >= 1)) {
+    o.nproc_per_node = v;
+  } else {
+    bad(e, f, v, "must be a positive integer or one of auto, gpu, cpu");
+  }
+}
+
+void apply_nnodes(Options& o, const std::string& f, const std::string& v, Errors& e) {
+  auto parts = split(v, ':');
+  int lo, hi;
+  if (parts.size() == 1 && parse_int(parts[0], lo) && lo >= 1) {
+    o.nnodes_min = o.nnodes_max = lo;
+  } else if (parts.size() == 2 && parse_int(parts[0], lo) && parse_int(parts[1], hi) &&
+             lo >= 1 && hi >= lo) {
+    o.nnodes_min = lo;
+    o.nnodes_max = hi;
+  } else {
+    bad(e, f, v, "must be N or MIN:MAX with 1 <= MIN <= MAX");
+  }
+}
+
+void apply_port(Options& o, const std::string& f, const std::string& v, Errors& e) {
+  int port;
+  if (!parse_int(v, port) || port < 0 || port > 65535) return bad(e, f, v, "must be a port, 0-65535");
+  o.master_port = port;
+}
+
+void apply_filter(Options& o, const std::string& f, const std::string& v, Errors& e) {
+  std::vector<int> ranks;
+  for (auto item : split(v, ',')) {
+    int r;
+    if (!parse_int(item, r) || r < 0) return bad(e, f, v, "must be a comma list of local ranks");
+    ranks.push_back(r);
+  }
+  o.local_ranks_filter = ranks;
+}
+
+const std::vector<OptionSpec>& table() {
+  static const std::vector<OptionSpec> specs = {
+      {{"--nproc_per_node"}, true, apply_nproc},
+      {{"--nnodes"}, true, apply_nnodes},
+      {{"--node_rank"}, true, int_at_least(&Options::node_rank, 0)},
+      {{"--master_addr"}, true, text(&Options::master_addr)},
+      {{"--master_port"}, true, apply_port},
+      {{"--rdzv_backend"}, true, one_of(&Options::rdzv_backend, {"static", "c10d", "mlrun"})},
+      {{"--rdzv_endpoint"}, true, text(&Options::rdzv_endpoint)},
+      {{"--rdzv_id"}, true, text(&Options::rdzv_id)},
+      {{"--rdzv_conf"}, true, text(&Options::rdzv_conf)},
+      {{"--standalone"}, false, flag(&Options::standalone)},
+      {{"--max_restarts"}, true, int_at_least(&Options::max_restarts, 0)},
+      {{"--monitor_interval"}, true, positive_seconds(&Options::monitor_interval)},
+      {{"--start_method"}, true, one_of(&Options::start_method, {"spawn", "fork", "forkserver"})},
+      {{"--role"}, true, text(&Options::role)},
+      {{"--log_dir"}, true, text(&Options::log_dir)},
+      {{"--redirects", "-r"}, true, stream_spec(&Options::redirects)},
+      {{"--tee", "-t"}, true, stream_spec(&Options::tee)},
+      {{"--local_ranks_filter"}, true, apply_filter},
+      {{"--local_addr"}, true, text(&Options::local_addr)},
+      {{"--module", "-m"}, false, flag(&Options::module)},
+      {{"--no_python"}, false, flag(&Options::no_python)},
+      {{"--run_path"}, false, flag(&Options::run_path)},
+      {{"--hostfile", "--machinefile"}, true, text(&Options::hostfile)},
+      {{"--hosts", "--host", "-H"}, true, text(&Options::hosts)},
+      {{"-np", "-n", "--np"}, true, int_at_least(&Options::np, 1)},
+      {{"--include", "-i"}, true, text(&Options::include)},
+      {{"--exclude", "-e"}, true, text(&Options::exclude)},
+      {{"-x"}, true,
+       [](Options& o, const std::string& f, const std::string& v, Errors& e) {
+         if (v.empty() || v.front() == '=') return bad(e, f, v, "must be VAR or VAR=VALUE");
+         o.exports.push_back(v);
+       }},
+      {{"--backend"}, true, one_of(&Options::backend, {"auto", "nccl", "gloo", "mpi"})},
+      {{"--iface"}, true, text(&Options::iface)},
+      {{"--dry_run"}, false, flag(&Options::dry_run)},
+      {{"--grace_period"}, true, positive_seconds(&Options::grace_period)},
+      {{"--help", "-h"}, false, flag(&Options::help)},
+      {{"--version"}, false, flag(&Options::version)},
+  };
+  return specs;
+}
+
+const OptionSpec* find_spec(const std::string& name) {
+  for (const auto& spec : table()) {
+    for (auto n : spec.names) {
+      if (n == name) return &spec;
+    }
+  }
+  return nullptr;
+}
+
+// "--nproc-per-node" and "--nproc_per_node" are one option, as in torchrun.
+std::string canonical(std::string_view name) {
+  std::string out(name);
+  if (out.rfind("--", 0) == 0) {
+    for (std::size_t i = 2; i < out.size(); ++i) {
+      if (out[i] == '-') out[i] = '_';
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int StreamSpec::for_local_rank(int local_rank) const {
+  for (const auto& [r, mask] : per_rank) {
+    if (r == local_rank) return mask;
+  }
+  return per_rank.empty() ? all : 0;
+}
+
+ParseResult parse_options(const std::vector<std::string>& args) {
+  ParseResult result;
+  Options& o = result.options;
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // The program.
+    auto eq = arg.find('=');
+    std::string name = canonical(arg.substr(0, eq));
+    const OptionSpec* spec = find_spec(name);
+    if (spec == nullptr) {
+      result.errors.push_back({fmt::format("unknown option '{}' (see mlrun --help)", arg)});
+      continue;
+    }
+    std::string value;
+    if (spec->takes_value) {
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        result.errors.push_back({fmt::format("option '{}' needs a value", name)});
+        continue;
+      }
+    } else if (eq != std::string::npos) {
+      result.errors.push_back({fmt::format("option '{}' takes no value", name)});
+      continue;
+    }
+    spec->apply(o, name, value, result.errors);
+  }
+  if (i < args.size()) {
+    o.program = args[i];
+    o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+  }
+  if (o.help || o.version) return result;
+  if (o.program.empty()) {
+    result.errors.push_back({"no program to run (usage: mlrun [options] PROGRAM [ARGS...])"});
+  }
+  if (o.node_rank >= o.nnodes_max) {
+    result.errors.push_back({fmt::format("--node_rank={} must be less than --nnodes={}",
+                                         o.node_rank, o.nnodes_max)});
+  }
+  if (o.module && o.no_python) {
+    result.errors.push_back({"-m runs a Python module and cannot be used with --no_python"});
+  }
+  return result;
+}
+
+std::string usage() {
+  return R"(usage: mlrun [options] PROGRAM [ARGS...]
+
+Starts PROGRAM as a group of distributed workers with RANK, WORLD_SIZE, MASTER_ADDR and the
+rest of torchrun's environment. PROGRAM ending in .py runs under python3 -u (or $PYTHON).
+
+torchrun options (either spelling: --nproc_per_node or --nproc-per-node):
+  --nproc_per_node N|auto|gpu|cpu  workers on this node (default 1)
+  --nnodes N|MIN:MAX               nodes in the job (default 1)
+  --node_rank R                    this node's rank (static rendezvous)
+  --master_addr A, --master_port P where PyTorch's rank 0 listens (default: a free port)
+  --rdzv_backend, --rdzv_endpoint, --rdzv_id, --rdzv_conf, --standalone, --local_addr
+  --max_restarts N                 restart the whole group up to N times after a failure
+  --monitor_interval S             accepted; mlrun sees a worker's exit at once
+  --start_method M                 accepted; workers are always started with fork+exec
+  --role NAME                      ROLE_NAME of the workers (default "default")
+  --log_dir DIR                    per-rank stdout.log / stderr.log under DIR/attempt_N/RANK/
+  -r, --redirects 0-3|LR:0-3,...   send stdout (1), stderr (2) or both (3) only to the log files
+  -t, --tee 0-3|LR:0-3,...         also show redirected streams, with torchrun's [roleN]: prefix
+  --local_ranks_filter 0,1,...     show only these local ranks on the terminal
+  -m, --module                     PROGRAM is a Python module (python3 -u -m PROGRAM)
+  --no_python                      run PROGRAM as is, even if it ends in .py
+  --run_path                       run PROGRAM under python3 even if it does not end in .py
+
+mpirun / DeepSpeed options:
+  --hostfile FILE, -H host[:slots],...  -np N  --include SPEC  --exclude SPEC  -x VAR[=VALUE]
+
+mlrun options:
+  --backend auto|nccl|gloo|mpi     communication backend (default auto)
+  --iface NAME|auto                network interface for the backend (default auto)
+  --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5)
+  --dry-run                        print the plan and start nothing
+  -h, --help, --version
+)";
+}
+
+}  // namespace mlrun

@@ -1,0 +1,81 @@
+// The command line, parsed once into a plain struct (DESIGN §3). Every user error of the
+// command line is collected, so that all of them are reported together before anything runs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlrun {
+
+/// --redirects / --tee values, per stream: 0 none, 1 stdout, 2 stderr, 3 both.
+struct StreamSpec {
+  int all = 0;                                   ///< For local ranks without their own entry.
+  std::vector<std::pair<int, int>> per_rank;     ///< (local rank, mask) from "0:1,1:2".
+  int for_local_rank(int local_rank) const;
+};
+
+struct Options {
+  // torchrun's flags.
+  std::string nproc_per_node = "1";  ///< N, auto, gpu or cpu, as given.
+  int nnodes_min = 1;
+  int nnodes_max = 1;
+  int node_rank = 0;
+  std::string master_addr;           ///< Empty: 127.0.0.1 for a single node.
+  int master_port = 0;               ///< 0: a free port, picked per attempt.
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id;
+  std::string rdzv_conf;
+  bool standalone = false;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;     ///< Accepted for compatibility; exits are seen at once.
+  std::string start_method = "spawn";
+  std::string role = "default";
+  std::string log_dir;
+  StreamSpec redirects;
+  StreamSpec tee;
+  std::optional<std::vector<int>> local_ranks_filter;
+  std::string local_addr;
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+
+  // mpirun / DeepSpeed style.
+  std::string hostfile;
+  std::string hosts;
+  int np = 0;
+  std::string include;
+  std::string exclude;
+  std::vector<std::string> exports;  ///< -x VAR or VAR=VALUE, in order.
+
+  // mlrun's own.
+  std::string backend = "auto";
+  std::string iface = "auto";
+  bool dry_run = false;
+  double grace_period = 5.0;         ///< Seconds between SIGTERM and SIGKILL at teardown.
+  bool help = false;
+  bool version = false;
+
+  std::string program;
+  std::vector<std::string> program_args;
+};
+
+/// A user error in the command line, with the option it concerns.
+struct OptionError {
+  std::string message;
+};
+
+struct ParseResult {
+  Options options;
+  std::vector<OptionError> errors;
+};
+
+/// Parses argv (without argv[0]). Options stop at the program name or after "--".
+ParseResult parse_options(const std::vector<std::string>& args);
+
+/// The --help text.
+std::string usage();
+
+}  // namespace mlrun

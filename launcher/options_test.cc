@@ -1,0 +1,82 @@
+#include "launcher/options.h"
+
+#include <gtest/gtest.h>
+
+namespace mlrun {
+namespace {
+
+ParseResult parse(std::vector<std::string> args) { return parse_options(args); }
+
+TEST(Options, TorchrunCommandLineInBothSpellings) {
+  auto r = parse({"--nproc-per-node=4", "--nnodes", "1", "--master_addr=127.0.0.1",
+                  "--master-port", "29500", "--max_restarts=2", "--monitor-interval=5",
+                  "--role", "trainer", "--log-dir", "/tmp/l", "-r", "3", "--tee=0:1,1:2",
+                  "--local-ranks-filter=0,2", "--standalone", "train.py", "--lr", "0.1"});
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
+  const Options& o = r.options;
+  EXPECT_EQ(o.nproc_per_node, "4");
+  EXPECT_EQ(o.master_port, 29500);
+  EXPECT_EQ(o.max_restarts, 2);
+  EXPECT_EQ(o.role, "trainer");
+  EXPECT_EQ(o.log_dir, "/tmp/l");
+  EXPECT_EQ(o.redirects.all, 3);
+  EXPECT_EQ(o.tee.for_local_rank(1), 2);
+  EXPECT_EQ(o.tee.for_local_rank(5), 0);
+  EXPECT_EQ(*o.local_ranks_filter, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(o.standalone);
+  EXPECT_EQ(o.program, "train.py");
+  // Options after the program belong to the program.
+  EXPECT_EQ(o.program_args, (std::vector<std::string>{"--lr", "0.1"}));
+}
+
+TEST(Options, ModuleAndNoPython) {
+  auto r = parse({"-m", "pkg.train", "--x"});
+  ASSERT_TRUE(r.errors.empty());
+  EXPECT_TRUE(r.options.module);
+  EXPECT_EQ(r.options.program, "pkg.train");
+  r = parse({"--no-python", "--", "-weird-name"});
+  ASSERT_TRUE(r.errors.empty());
+  EXPECT_TRUE(r.options.no_python);
+  EXPECT_EQ(r.options.program, "-weird-name");
+}
+
+TEST(Options, MpirunStyle) {
+  auto r = parse({"-np", "8", "-H", "a:2,b:2", "-x", "FOO=1", "-x", "BAR", "app"});
+  ASSERT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.options.np, 8);
+  EXPECT_EQ(r.options.hosts, "a:2,b:2");
+  EXPECT_EQ(r.options.exports, (std::vector<std::string>{"FOO=1", "BAR"}));
+}
+
+TEST(Options, EveryErrorIsReportedAtOnce) {
+  auto r = parse({"--nproc_per_node=0", "--nnodes=x", "--bogus", "--master_port=70000", "app"});
+  ASSERT_EQ(r.errors.size(), 4u);
+  EXPECT_EQ(r.errors[0].message,
+            "--nproc_per_node=0: must be a positive integer or one of auto, gpu, cpu");
+  EXPECT_EQ(r.errors[1].message, "--nnodes=x: must be N or MIN:MAX with 1 <= MIN <= MAX");
+  EXPECT_EQ(r.errors[2].message, "unknown option '--bogus' (see mlrun --help)");
+  EXPECT_NE(r.errors[3].message.find("--master_port=70000"), std::string::npos);
+}
+
+TEST(Options, MissingProgramAndMissingValue) {
+  auto r = parse({"--nproc_per_node"});
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_EQ(r.errors[0].message, "option '--nproc_per_node' needs a value");
+  EXPECT_NE(r.errors[1].message.find("no program"), std::string::npos);
+}
+
+TEST(Options, ElasticRangeAndNodeRankBound) {
+  auto r = parse({"--nnodes=2:4", "--node_rank=4", "app"});
+  EXPECT_EQ(r.options.nnodes_min, 2);
+  EXPECT_EQ(r.options.nnodes_max, 4);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("--node_rank=4"), std::string::npos);
+}
+
+TEST(Options, BadStreamSpec) {
+  auto r = parse({"--redirects=7", "--tee=a:b", "app"});
+  ASSERT_EQ(r.errors.size(), 2u);
+}
+
+}  // namespace
+}  // namespace mlrun

@@ -1,0 +1,298 @@
+#include "launcher/run.h"
+
+#include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
+
+#include "launcher/command.h"
+#include "launcher/options.h"
+#include "launcher/summary.h"
+#include "worker/agent.h"
+#include "worker/env.h"
+#include "worker/hardware.h"
+#include "worker/net.h"
+
+namespace mlrun {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kVersion = "0.1.0";
+
+std::string random_hex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  std::size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  std::string out;
+  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+void error(std::string_view message) { fmt::print(stderr, "mlrun: error: {}\n", message); }
+
+// The job as planned for this node, before anything starts.
+struct LaunchPlan {
+  int nproc = 1;
+  int world_size = 1;
+  std::vector<std::string> argv;
+  std::string master_addr;
+  std::string backend;
+  std::string job_id;
+  std::string run_id;
+  std::string log_dir;  // Empty: no log files.
+  std::string hostname;
+  std::vector<std::pair<std::string, std::string>> exports;
+};
+
+std::string choose_backend(const std::string& requested) {
+  if (requested != "auto") return requested;
+  return count_gpus() > 0 && nccl_available() ? "nccl" : "gloo";
+}
+
+// Collects every user error of the command line and the environment before anything runs.
+bool plan_launch(const Options& o, LaunchPlan& plan) {
+  std::vector<std::string> errors;
+  if (o.nnodes_max > 1 || !o.hostfile.empty() || !o.hosts.empty()) {
+    errors.push_back("multi-node jobs (--nnodes > 1, --hostfile, -H) are not supported yet");
+  }
+  if (o.backend == "mpi") errors.push_back("--backend=mpi is not supported yet");
+  try {
+    plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
+  } catch (const std::exception& e) {
+    errors.push_back(e.what());
+  }
+  if (o.np > 0 && o.np != plan.nproc) {
+    if (o.nproc_per_node == "1") {
+      plan.nproc = o.np;  // A single node: -np is the worker count.
+    } else {
+      errors.push_back(fmt::format("-np {} does not match --nproc_per_node={} on one node", o.np,
+                                   o.nproc_per_node));
+    }
+  }
+  const char* python = std::getenv("PYTHON");
+  const char* path = std::getenv("PATH");
+  try {
+    plan.argv = worker_command(o, python && *python ? python : "python3",
+                               path ? path : "/usr/local/bin:/usr/bin:/bin");
+  } catch (const SpawnError& e) {
+    errors.push_back(e.what());
+  }
+  for (const auto& x : o.exports) {
+    auto eq = x.find('=');
+    if (eq != std::string::npos) {
+      plan.exports.emplace_back(x.substr(0, eq), x.substr(eq + 1));
+    } else if (const char* v = std::getenv(x.c_str())) {
+      plan.exports.emplace_back(x, v);
+    } else {
+      errors.push_back(fmt::format("-x {}: no such variable in mlrun's environment", x));
+    }
+  }
+  for (const auto& e : errors) error(e);
+  if (!errors.empty()) return false;
+  plan.world_size = plan.nproc;
+  plan.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  plan.backend = choose_backend(o.backend);
+  plan.job_id = o.rdzv_id.empty() ? random_hex(6) : o.rdzv_id;
+  plan.run_id = o.rdzv_id.empty() ? (o.standalone ? plan.job_id : "none") : o.rdzv_id;
+  plan.hostname = host_name();
+  plan.log_dir = o.log_dir;
+  bool wants_files = o.redirects.all || !o.redirects.per_rank.empty() || o.tee.all ||
+                     !o.tee.per_rank.empty();
+  if (plan.log_dir.empty() && wants_files) {
+    plan.log_dir = fmt::format("{}/mlrun-logs-{}", fs::temp_directory_path().string(), plan.job_id);
+    fmt::print(stderr, "mlrun: logs in {}\n", plan.log_dir);
+  }
+  return true;
+}
+
+GroupEnv group_env(const Options& o, const LaunchPlan& plan, int attempt) {
+  GroupEnv g;
+  g.node_rank = 0;
+  g.nnodes = 1;
+  g.rank_offset = 0;
+  g.local_world_size = plan.nproc;
+  g.world_size = plan.world_size;
+  g.master_addr = plan.master_addr;
+  // A fresh port per attempt: the last attempt's rank 0 may still hold its port in TIME_WAIT.
+  g.master_port = o.master_port != 0 ? o.master_port : free_tcp_port();
+  g.restart_count = attempt;
+  g.max_restarts = o.max_restarts;
+  g.run_id = plan.run_id;
+  g.role = o.role;
+  g.job_id = plan.job_id;
+  g.backend = plan.backend;
+  g.overrides = plan.exports;
+  // PyTorch 1.x and 2.x names for NCCL's asynchronous error handling, as torchrun sets them.
+  g.defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  return g;
+}
+
+std::string error_file(const std::string& dir, int attempt, int rank) {
+  return fmt::format("{}/attempt_{}/{}/error.json", dir, attempt, rank);
+}
+
+void print_dry_run(const Options& o, const LaunchPlan& plan) {
+  GroupEnv g = group_env(o, plan, 0);
+  fmt::print("mlrun: dry run: 1 node, {} worker{}, world size {}, backend {}\n", plan.nproc,
+             plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
+  fmt::print("node 0 ({}): ranks 0-{}\n", plan.hostname, plan.nproc - 1);
+  Environment empty;
+  for (int lr = 0; lr < plan.nproc; ++lr) {
+    fmt::print("  rank {} (local rank {}): {}\n", lr, lr, fmt::join(plan.argv, " "));
+    for (const auto& kv : worker_environment(empty, g, lr, error_file("LOG_DIR", 0, lr))) {
+      if (kv.rfind("MLRUN_RDZV_TOKEN=", 0) == 0) {
+        fmt::print("    MLRUN_RDZV_TOKEN=(secret)\n");
+      } else {
+        fmt::print("    {}\n", kv);
+      }
+    }
+  }
+}
+
+int open_log(const std::string& path) {
+  return open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
+}
+
+WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::string& run_dir,
+                        int attempt, const WorkerSpec& w) {
+  WorkerRoutes r;
+  int redirected = o.redirects.for_local_rank(w.local_rank);
+  int teed = o.tee.for_local_rank(w.local_rank);
+  bool shown = !o.local_ranks_filter ||
+               std::find(o.local_ranks_filter->begin(), o.local_ranks_filter->end(),
+                         w.local_rank) != o.local_ranks_filter->end();
+  // torchrun's console prefix where its --tee is used, mlrun's "[rank] " otherwise.
+  std::string prefix = (o.tee.all || !o.tee.per_rank.empty())
+                           ? fmt::format("[{}{}]:", o.role, w.local_rank)
+                           : fmt::format("[{}] ", w.rank);
+  auto route = [&](int stream_bit, int console_fd, const char* file) {
+    StreamRoute s;
+    if (shown && (!(redirected & stream_bit) || (teed & stream_bit))) s.console_fd = console_fd;
+    s.prefix = prefix;
+    s.keep_tail = stream_bit == 2;
+    if (!plan.log_dir.empty()) {
+      s.file_fd = open_log(fmt::format("{}/attempt_{}/{}/{}", run_dir, attempt, w.rank, file));
+    }
+    return s;
+  };
+  r.out = route(1, STDOUT_FILENO, "stdout.log");
+  r.err = route(2, STDERR_FILENO, "stderr.log");
+  return r;
+}
+
+// The launch of one node's group, as named steps.
+int launch(const Options& o) {
+  // 1. Plan: program, worker count, backend, every user error reported before anything runs.
+  LaunchPlan plan;
+  if (!plan_launch(o, plan)) return 2;
+  // 2. A dry run prints the plan and starts nothing.
+  if (o.dry_run) {
+    print_dry_run(o, plan);
+    return 0;
+  }
+  // 3. The lifeline, forked while this process has one thread, cleans up if we are SIGKILLed.
+  Lifeline lifeline = Lifeline::start();
+  // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
+  signal(SIGPIPE, SIG_IGN);
+  // 4. A directory for error files, and log files when asked for; a temporary one is removed.
+  bool temporary_dir = plan.log_dir.empty();
+  std::string run_dir = plan.log_dir;
+  if (temporary_dir) {
+    std::string tmpl = (fs::temp_directory_path() / "mlrun-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      error(fmt::format("cannot create a directory in {}: {}", fs::temp_directory_path().string(),
+                        std::strerror(errno)));
+      return 1;
+    }
+    run_dir = tmpl;
+  }
+  // 5. Supervise the group until it ends: spawn, route output, stop everyone on the first
+  //    failure, restart while restarts remain.
+  Environment base = Environment::current();
+  auto planner = [&](int attempt) {
+    GroupEnv g = group_env(o, plan, attempt);
+    std::vector<WorkerSpec> specs;
+    std::error_code ignored;
+    for (int lr = 0; lr < plan.nproc; ++lr) {
+      fs::create_directories(fmt::format("{}/attempt_{}/{}", run_dir, attempt, lr), ignored);
+      specs.push_back(WorkerSpec{
+          lr, lr,
+          SpawnRequest{plan.argv, worker_environment(base, g, lr, error_file(run_dir, attempt, lr)),
+                       {}}});
+    }
+    return specs;
+  };
+  AgentCallbacks callbacks;
+  callbacks.routes = [&](int attempt, const WorkerSpec& w) {
+    return routes_for(o, plan, run_dir, attempt, w);
+  };
+  callbacks.on_first_failure = [&](const WorkerState& w) {
+    fmt::print(stderr, "mlrun: rank {} (pid {}) ended with {}; stopping the other workers\n",
+               w.spec.rank, w.pid, describe_status(w.wait_status));
+  };
+  SummaryContext summary_context{fmt::format("node 0 ({})", plan.hostname), {}};
+  callbacks.on_attempt_end = [&](const AttemptResult& r, bool restarting,
+                                 const std::vector<std::deque<std::string>>& tails) {
+    summary_context.error_message = [&](const WorkerState& w) {
+      return read_error_file_message(error_file(run_dir, r.attempt, w.spec.rank));
+    };
+    if (!r.first_failure && r.interrupt_signal == 0) return;
+    std::string summary = format_failure_summary(r, tails, summary_context);
+    if (restarting) {
+      fmt::print(stderr, "{}mlrun: restarting the group ({} of {} restarts)\n", summary,
+                 r.attempt + 1, o.max_restarts);
+    } else {
+      fmt::print(stderr, "{}", summary);
+    }
+  };
+  boost::asio::io_context io;
+  auto spawner = make_posix_spawner();
+  SupervisorConfig config{o.max_restarts, std::chrono::milliseconds(
+                                              static_cast<long>(o.grace_period * 1000))};
+  Agent agent(io, *spawner, lifeline, planner, config, callbacks);
+  int code = agent.run();
+  // 6. Clean up: the temporary directory goes; log directories stay for the user.
+  if (temporary_dir) {
+    std::error_code ignored;
+    fs::remove_all(run_dir, ignored);
+  }
+  return code;
+}
+
+using Subcommand = int (*)(const std::vector<std::string>&);
+
+int launch_command(const std::vector<std::string>& args) {
+  ParseResult parsed = parse_options(args);
+  if (parsed.options.help) {
+    fmt::print("{}", usage());
+    return 0;
+  }
+  if (parsed.options.version) {
+    fmt::print("mlrun {}\n", kVersion);
+    return 0;
+  }
+  for (const auto& e : parsed.errors) error(e.message);
+  if (!parsed.errors.empty()) return 2;
+  return launch(parsed.options);
+}
+
+}  // namespace
+
+int mlrun_main(const std::vector<std::string>& args) {
+  return launch_command(args);
+}
+
+}  // namespace mlrun

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs what the tests need, builds everything and runs every test. Used by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build
+ctest --test-dir build --output-on-failure -j2 --timeout 600 "$@"

@@ -1,0 +1,213 @@
+#include "worker/agent.h"
+
+#include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace mlrun {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// One pipe of one worker, read on the loop.
+struct PipeReader {
+  PipeReader(asio::io_context& io, int fd, StreamRoute route)
+      : stream(io, fd), output(std::move(route), kSummaryTailLines) {}
+  asio::posix::stream_descriptor stream;
+  StreamOutput output;
+  bool open = true;
+  char buffer[16384];
+
+  // Reads whatever is there now, without waiting; used when the worker has exited, so that its
+  // last lines are in the tail before the summary is written.
+  void drain() {
+    while (open) {
+      ssize_t n = ::read(stream.native_handle(), buffer, sizeof buffer);
+      if (n > 0) {
+        output.on_data({buffer, static_cast<std::size_t>(n)});
+      } else if (n == 0) {
+        close();
+      } else {
+        if (errno != EINTR) break;
+      }
+    }
+  }
+  void close() {
+    if (!open) return;
+    open = false;
+    output.on_eof();
+    boost::system::error_code ignored;
+    stream.close(ignored);
+  }
+};
+
+struct WorkerPipes {
+  pid_t pid;
+  std::unique_ptr<PipeReader> out;
+  std::unique_ptr<PipeReader> err;
+};
+
+}  // namespace
+
+struct Agent::Impl final : SupervisorHooks {
+  Impl(asio::io_context& io, ProcessSpawner& spawner, Lifeline& lifeline,
+       Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks)
+      : io(io),
+        lifeline(lifeline),
+        callbacks(std::move(callbacks)),
+        supervisor(spawner, *this, std::move(planner), config),
+        signals(io, SIGINT, SIGTERM, SIGHUP),
+        children(io, SIGCHLD),
+        timer(io) {}
+
+  asio::io_context& io;
+  Lifeline& lifeline;
+  AgentCallbacks callbacks;
+  Supervisor supervisor;
+  asio::signal_set signals;
+  asio::signal_set children;
+  asio::steady_timer timer;
+  std::vector<WorkerPipes> pipes;
+  // Pipes of an ended attempt whose readers still have operations queued on the loop.
+  std::vector<WorkerPipes> retired;
+
+  void read_more(PipeReader* reader) {
+    reader->stream.async_read_some(
+        asio::buffer(reader->buffer),
+        [this, reader](const boost::system::error_code& ec, std::size_t n) {
+          if (!reader->open) return;
+          if (n > 0) reader->output.on_data({reader->buffer, n});
+          if (ec) {
+            if (ec != asio::error::operation_aborted) reader->close();
+            return;
+          }
+          read_more(reader);
+        });
+  }
+
+  void wait_signals() {
+    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      supervisor.on_signal(sig);
+      check_done();
+      if (!supervisor.finished()) wait_signals();
+    });
+  }
+
+  void wait_children() {
+    children.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      reap();
+      check_done();
+      if (!supervisor.finished()) wait_children();
+    });
+  }
+
+  void reap() {
+    int status;
+    pid_t pid;
+    // SIGCHLD coalesces: one delivery may stand for many exits.
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& p : pipes) {
+        if (p.pid != pid) continue;
+        p.out->drain();
+        p.err->drain();
+      }
+      supervisor.on_exit(pid, status);
+      if (supervisor.finished()) return;
+    }
+  }
+
+  void check_done() {
+    if (!supervisor.finished()) return;
+    signals.cancel();
+    children.cancel();
+    timer.cancel();
+    io.stop();
+  }
+
+  // SupervisorHooks.
+  void on_spawned(const WorkerState& worker, const SpawnedProcess& process) override {
+    lifeline.track(process.pid);
+    WorkerRoutes routes = callbacks.routes(supervisor.attempt(), worker.spec);
+    WorkerPipes p{process.pid,
+                  std::make_unique<PipeReader>(io, process.stdout_fd, std::move(routes.out)),
+                  std::make_unique<PipeReader>(io, process.stderr_fd, std::move(routes.err))};
+    read_more(p.out.get());
+    read_more(p.err.get());
+    pipes.push_back(std::move(p));
+  }
+
+  void on_first_failure(const WorkerState& worker) override {
+    if (callbacks.on_first_failure) callbacks.on_first_failure(worker);
+  }
+
+  void on_attempt_end(const AttemptResult& result, bool restarting) override {
+    std::vector<std::deque<std::string>> tails(result.workers.size());
+    for (std::size_t i = 0; i < result.workers.size(); ++i) {
+      const WorkerState& w = result.workers[i];
+      if (!w.spawn_error.empty()) {
+        tails[i].push_back(w.spawn_error);
+        continue;
+      }
+      for (auto& p : pipes) {
+        if (p.pid != w.pid) continue;
+        p.out->drain();
+        p.err->drain();
+        tails[i] = p.err->output.tail().lines();
+      }
+    }
+    for (auto& p : pipes) {
+      // The leader is gone and its group was killed; what is left in the pipe is read now and
+      // the pipe closed, even if a process that escaped the group still holds it.
+      p.out->close();
+      p.err->close();
+      lifeline.untrack(p.pid);
+      retired.push_back(std::move(p));
+    }
+    pipes.clear();
+    if (callbacks.on_attempt_end) callbacks.on_attempt_end(result, restarting, tails);
+  }
+
+  void arm_timer(std::chrono::milliseconds delay) override {
+    timer.expires_after(delay);
+    timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      supervisor.on_grace_expired();
+      check_done();
+    });
+  }
+
+  void cancel_timer() override { timer.cancel(); }
+
+  WallTime now() override { return std::chrono::system_clock::now(); }
+};
+
+Agent::Agent(asio::io_context& io, ProcessSpawner& spawner, Lifeline& lifeline,
+             Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks)
+    : impl_(std::make_unique<Impl>(io, spawner, lifeline, std::move(planner), config,
+                                   std::move(callbacks))) {}
+
+Agent::~Agent() = default;
+
+int Agent::run() {
+  // Handlers first, then workers: no exit or signal can come before it can be seen.
+  impl_->wait_signals();
+  impl_->wait_children();
+  impl_->supervisor.start();
+  // A worker may have ended between spawn and the first wait: look once before sleeping.
+  impl_->reap();
+  impl_->check_done();
+  if (!impl_->supervisor.finished()) impl_->io.run();
+  return impl_->supervisor.exit_code();
+}
+
+}  // namespace mlrun

@@ -1,0 +1,58 @@
+// The per-node agent: runs one node's worker group on an event loop. Exits are seen the moment
+// they happen (SIGCHLD on the loop), output is routed line by line, signals to the launcher are
+// forwarded, and the Supervisor decides everything else.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/lifeline.h"
+#include "worker/output.h"
+#include "worker/supervisor.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace mlrun {
+
+/// Where a worker's two streams go, chosen by the launcher per attempt and worker.
+struct WorkerRoutes {
+  StreamRoute out;
+  StreamRoute err;
+};
+
+struct AgentCallbacks {
+  /// Routes for a worker that is about to start.
+  std::function<WorkerRoutes(int attempt, const WorkerSpec&)> routes;
+  /// The first failure of an attempt, before the teardown of the others.
+  std::function<void(const WorkerState&)> on_first_failure;
+  /// An attempt ended. stderr_tails[i] are the last stderr lines of result.workers[i].
+  std::function<void(const AttemptResult&, bool restarting,
+                     const std::vector<std::deque<std::string>>& stderr_tails)>
+      on_attempt_end;
+};
+
+/// Lines of stderr kept per worker for the failure summary.
+inline constexpr std::size_t kSummaryTailLines = 10;
+
+class Agent {
+ public:
+  /// io is the loop to run on; it may carry other work (an embedded rendezvous server).
+  Agent(boost::asio::io_context& io, ProcessSpawner& spawner, Lifeline& lifeline,
+        Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks);
+  ~Agent();
+
+  /// Runs the group to the end and returns the exit code (see Supervisor::exit_code).
+  int run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mlrun

@@ -1,0 +1,85 @@
+#include "worker/env.h"
+
+#include <unistd.h>
+
+extern char** environ;
+
+namespace mlrun {
+
+Environment::Environment(const std::vector<std::string>& entries) {
+  for (const auto& e : entries) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos) continue;
+    set(e.substr(0, eq), e.substr(eq + 1));
+  }
+}
+
+Environment Environment::current() {
+  std::vector<std::string> entries;
+  for (char** e = environ; *e != nullptr; ++e) entries.emplace_back(*e);
+  return Environment(entries);
+}
+
+std::size_t Environment::find(const std::string& name) const {
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const std::string& e = entries_[i];
+    if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0) {
+      return i;
+    }
+  }
+  return entries_.size();
+}
+
+void Environment::set(const std::string& name, const std::string& value) {
+  std::size_t i = find(name);
+  if (i == entries_.size()) {
+    entries_.push_back(name + "=" + value);
+  } else {
+    entries_[i] = name + "=" + value;
+  }
+}
+
+void Environment::set_default(const std::string& name, const std::string& value) {
+  if (find(name) == entries_.size()) entries_.push_back(name + "=" + value);
+}
+
+const std::string* Environment::get(const std::string& name) const {
+  std::size_t i = find(name);
+  return i == entries_.size() ? nullptr : &entries_[i];
+}
+
+std::vector<std::string> worker_environment(const Environment& base, const GroupEnv& g,
+                                            int local_rank, const std::string& error_file) {
+  Environment env = base;
+  for (const auto& [name, value] : g.defaults) env.set_default(name, value);
+  for (const auto& [name, value] : g.overrides) env.set(name, value);
+  const int rank = g.rank_offset + local_rank;
+  env.set("RANK", std::to_string(rank));
+  env.set("LOCAL_RANK", std::to_string(local_rank));
+  env.set("WORLD_SIZE", std::to_string(g.world_size));
+  env.set("LOCAL_WORLD_SIZE", std::to_string(g.local_world_size));
+  env.set("GROUP_RANK", std::to_string(g.node_rank));
+  env.set("GROUP_WORLD_SIZE", std::to_string(g.nnodes));
+  // One role per job, as with torchrun's default: role ranks are the global ranks.
+  env.set("ROLE_RANK", std::to_string(rank));
+  env.set("ROLE_WORLD_SIZE", std::to_string(g.world_size));
+  env.set("ROLE_NAME", g.role);
+  env.set("MASTER_ADDR", g.master_addr);
+  env.set("MASTER_PORT", std::to_string(g.master_port));
+  env.set("TORCHELASTIC_RESTART_COUNT", std::to_string(g.restart_count));
+  env.set("TORCHELASTIC_MAX_RESTARTS", std::to_string(g.max_restarts));
+  env.set("TORCHELASTIC_RUN_ID", g.run_id);
+  // PyTorch's rank 0 binds its own TCPStore on MASTER_PORT; mlrun runs no TCPStore.
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  env.set("TORCHELASTIC_ERROR_FILE", error_file);
+  if (g.local_world_size > 1) env.set_default("OMP_NUM_THREADS", "1");
+  env.set("MLRUN_JOB_ID", g.job_id);
+  if (!g.backend.empty()) env.set("MLRUN_BACKEND", g.backend);
+  if (!g.rdzv_endpoint.empty()) {
+    env.set("MLRUN_RDZV_ENDPOINT", g.rdzv_endpoint);
+    env.set("MLRUN_RDZV_TOKEN", g.rdzv_token);
+  }
+  return env.entries();
+}
+
+}  // namespace mlrun

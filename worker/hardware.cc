@@ -1,0 +1,63 @@
+#include "worker/hardware.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace mlrun {
+
+int count_gpus() {
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string v = visible;
+    if (v.empty() || v == "-1" || v == "NoDevFiles") return 0;
+    int n = 1;
+    for (char c : v) n += c == ',';
+    return n;
+  }
+  int n = 0;
+  if (DIR* dir = opendir("/dev")) {
+    while (dirent* e = readdir(dir)) {
+      const char* name = e->d_name;
+      if (std::strncmp(name, "nvidia", 6) != 0 || name[6] == '\0') continue;
+      bool digits = true;
+      for (const char* p = name + 6; *p; ++p) digits = digits && *p >= '0' && *p <= '9';
+      n += digits;
+    }
+    closedir(dir);
+  }
+  return n;
+}
+
+int count_cpus() {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+bool nccl_available() {
+  void* handle = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) return false;
+  dlclose(handle);
+  return true;
+}
+
+int resolve_nproc_per_node(const std::string& spec) {
+  if (spec == "cpu") return count_cpus();
+  if (spec == "gpu") {
+    int gpus = count_gpus();
+    if (gpus == 0) {
+      throw std::runtime_error("--nproc_per_node=gpu: no NVIDIA GPU found on this node");
+    }
+    return gpus;
+  }
+  if (spec == "auto") {
+    int gpus = count_gpus();
+    return gpus > 0 ? gpus : count_cpus();
+  }
+  return std::stoi(spec);
+}
+
+}  // namespace mlrun

@@ -1,0 +1,32 @@
+// A backstop for the case no handler can cover: the launcher SIGKILLed. PR_SET_PDEATHSIG kills
+// each worker, but not the children a worker started. The lifeline is a small process forked at
+// start-up that holds the read end of a pipe; the launcher writes the process groups it starts
+// and ends into it, and when the pipe reports end-of-file (the launcher is gone, however it
+// died) the lifeline SIGKILLs every group still listed, then exits.
+#pragma once
+
+#include <sys/types.h>
+
+namespace mlrun {
+
+class Lifeline {
+ public:
+  /// Forks the lifeline process. Call before any thread is started: the child does not exec.
+  /// On failure the lifeline is inactive and track/untrack do nothing.
+  static Lifeline start();
+  Lifeline() = default;
+  Lifeline(Lifeline&& other) noexcept : fd_(other.fd_), pid_(other.pid_) { other.fd_ = -1; }
+  Lifeline& operator=(Lifeline&& other) noexcept;
+  ~Lifeline();
+
+  void track(pid_t pgid);
+  void untrack(pid_t pgid);
+  bool active() const { return fd_ >= 0; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  int fd_ = -1;
+  pid_t pid_ = -1;
+};
+
+}  // namespace mlrun

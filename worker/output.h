@@ -1,0 +1,73 @@
+// Worker output: bytes from a worker's pipes become whole lines on the launcher's terminal,
+// tagged with the rank, copied raw to per-rank log files, and remembered (the last lines of
+// stderr) for the failure summary.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace mlrun {
+
+/// Longest line kept whole; a longer one is cut into pieces of this size so that memory stays
+/// bounded whatever a worker prints.
+inline constexpr std::size_t kMaxLineBytes = 64 * 1024;
+
+/// Splits a byte stream into lines (without the '\n').
+class LineSplitter {
+ public:
+  /// Appends data and calls on_line for every line it completes.
+  void feed(std::string_view data, const std::function<void(std::string_view)>& on_line);
+  /// Calls on_line for a final line that had no '\n', if any.
+  void finish(const std::function<void(std::string_view)>& on_line);
+
+ private:
+  std::string partial_;
+};
+
+/// The last `capacity` lines seen.
+class LineTail {
+ public:
+  explicit LineTail(std::size_t capacity) : capacity_(capacity) {}
+  void push(std::string_view line);
+  const std::deque<std::string>& lines() const { return lines_; }
+
+ private:
+  std::size_t capacity_;
+  std::deque<std::string> lines_;
+};
+
+/// Writes all of data to fd, retrying short writes. Returns false once fd refuses (EPIPE, ...).
+bool write_all(int fd, std::string_view data);
+
+/// Where one stream of one worker goes.
+struct StreamRoute {
+  int console_fd = -1;  ///< -1: not shown on the terminal.
+  std::string prefix;   ///< Put before every console line, e.g. "[3] ".
+  int file_fd = -1;     ///< -1: no log file. Receives the bytes unchanged.
+  bool keep_tail = false;
+};
+
+/// One stream of one worker. Console writes are one write() per chunk of whole lines, so lines
+/// of different workers never interleave mid-line.
+class StreamOutput {
+ public:
+  StreamOutput(StreamRoute route, std::size_t tail_lines);
+  StreamOutput(const StreamOutput&) = delete;
+  StreamOutput& operator=(const StreamOutput&) = delete;
+  ~StreamOutput();  ///< Closes the log file.
+  void on_data(std::string_view data);
+  void on_eof();
+  const LineTail& tail() const { return tail_; }
+
+ private:
+  void emit(std::string_view line);
+  StreamRoute route_;
+  LineSplitter splitter_;
+  LineTail tail_;
+  std::string pending_;
+};
+
+}  // namespace mlrun

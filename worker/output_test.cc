@@ -1,0 +1,72 @@
+#include "worker/output.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace mlrun {
+namespace {
+
+std::vector<std::string> split_all(std::vector<std::string_view> chunks) {
+  LineSplitter s;
+  std::vector<std::string> lines;
+  auto add = [&](std::string_view l) { lines.emplace_back(l); };
+  for (auto c : chunks) s.feed(c, add);
+  s.finish(add);
+  return lines;
+}
+
+TEST(LineSplitter, JoinsLinesAcrossChunks) {
+  EXPECT_EQ(split_all({"ab", "c\nde", "f\n\ng"}),
+            (std::vector<std::string>{"abc", "def", "", "g"}));
+}
+
+TEST(LineSplitter, CutsOverlongLines) {
+  std::string big(kMaxLineBytes * 2 + 5, 'x');
+  auto lines = split_all({big});
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].size(), kMaxLineBytes);
+  EXPECT_EQ(lines[2].size(), 5u);
+}
+
+TEST(LineTail, KeepsTheLastLines) {
+  LineTail t(2);
+  t.push("a");
+  t.push("b");
+  t.push("c");
+  EXPECT_EQ(t.lines(), (std::deque<std::string>{"b", "c"}));
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+
+TEST(StreamOutput, PrefixesWholeLinesAndCopiesRawBytesToTheFile) {
+  int console[2];
+  ASSERT_EQ(pipe(console), 0);
+  char path[] = "/tmp/mlrun_output_test_XXXXXX";
+  int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  {
+    StreamOutput out(StreamRoute{console[1], "[3] ", file, true}, 5);
+    out.on_data("hello\nwor");
+    out.on_data("ld\npartial");
+    out.on_eof();
+    EXPECT_EQ(out.tail().lines(), (std::deque<std::string>{"hello", "world", "partial"}));
+  }
+  close(console[1]);
+  EXPECT_EQ(read_all(console[0]), "[3] hello\n[3] world\n[3] partial\n");
+  close(console[0]);
+  int again = open(path, O_RDONLY);
+  EXPECT_EQ(read_all(again), "hello\nworld\npartial");
+  close(again);
+  unlink(path);
+}
+
+}  // namespace
+}  // namespace mlrun

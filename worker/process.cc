@@ -1,0 +1,172 @@
+#include "worker/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace mlrun {
+namespace {
+
+struct Pipe {
+  int read = -1;
+  int write = -1;
+};
+
+Pipe make_pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    throw SpawnError(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
+  }
+  return {fds[0], fds[1]};
+}
+
+std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// Everything the child runs between fork and exec is async-signal-safe: it may be a copy of a
+// multi-threaded process holding locks.
+[[noreturn]] void exec_child(pid_t parent, const Pipe& out, const Pipe& err, int devnull,
+                             const char* cwd, char* const* argv, char* const* envp,
+                             const char* failure_prefix) {
+  setpgid(0, 0);
+  // Die with the launcher; if it already died between fork and here, the signal will never
+  // come, so check the parent afterwards.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  dup2(devnull, STDIN_FILENO);
+  dup2(out.write, STDOUT_FILENO);
+  dup2(err.write, STDERR_FILENO);
+  // The launcher ignores SIGPIPE and handles others; a fresh program expects defaults.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (cwd != nullptr && chdir(cwd) != 0) {
+    int e = errno;
+    (void)!write(STDERR_FILENO, failure_prefix, strlen(failure_prefix));
+    const char* what = " (changing directory): ";
+    (void)!write(STDERR_FILENO, what, strlen(what));
+    const char* reason = strerror(e);
+    (void)!write(STDERR_FILENO, reason, strlen(reason));
+    (void)!write(STDERR_FILENO, "\n", 1);
+    _exit(127);
+  }
+  execve(argv[0], argv, envp);
+  int e = errno;
+  (void)!write(STDERR_FILENO, failure_prefix, strlen(failure_prefix));
+  (void)!write(STDERR_FILENO, ": ", 2);
+  const char* reason = strerror(e);
+  (void)!write(STDERR_FILENO, reason, strlen(reason));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  _exit(127);
+}
+
+class PosixSpawner final : public ProcessSpawner {
+ public:
+  PosixSpawner() : devnull_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
+    if (devnull_ < 0) throw SpawnError("cannot open /dev/null");
+  }
+  ~PosixSpawner() override { close(devnull_); }
+
+  SpawnedProcess spawn(const SpawnRequest& request) override {
+    if (request.argv.empty()) throw SpawnError("empty command");
+    auto argv = to_c_array(request.argv);
+    auto envp = to_c_array(request.env);
+    std::string failure_prefix = fmt::format("mlrun: cannot execute {}", request.argv[0]);
+    Pipe out = make_pipe();
+    Pipe err;
+    try {
+      err = make_pipe();
+    } catch (...) {
+      close(out.read);
+      close(out.write);
+      throw;
+    }
+    // Block every signal across fork so that no handler of the launcher runs in the child
+    // before it has reset them; the child unblocks after the reset.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      exec_child(parent, out, err, devnull_, request.cwd.empty() ? nullptr : request.cwd.c_str(),
+                 argv.data(), envp.data(), failure_prefix.c_str());
+    }
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    close(out.write);
+    close(err.write);
+    if (pid < 0) {
+      close(out.read);
+      close(err.read);
+      throw SpawnError(fmt::format("cannot start {}: fork: {}", request.argv[0],
+                                   std::strerror(fork_errno)));
+    }
+    // Also from the parent, so that a signal sent to the group right after spawn() returns
+    // cannot miss a child that has not run yet. EACCES after the child's exec is harmless.
+    setpgid(pid, pid);
+    fcntl(out.read, F_SETFL, O_NONBLOCK);
+    fcntl(err.read, F_SETFL, O_NONBLOCK);
+    return {pid, out.read, err.read};
+  }
+
+  void signal_group(pid_t pgid, int sig) override {
+    if (pgid > 0) killpg(pgid, sig);
+  }
+
+ private:
+  int devnull_;
+};
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<ProcessSpawner> make_posix_spawner() { return std::make_unique<PosixSpawner>(); }
+
+std::string resolve_program(const std::string& program, const std::string& path_env) {
+  if (program.empty()) throw SpawnError("empty program name");
+  if (program.find('/') != std::string::npos) {
+    struct stat st;
+    if (stat(program.c_str(), &st) != 0) {
+      throw SpawnError(fmt::format("{}: {}", program, std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode)) throw SpawnError(fmt::format("{}: not a regular file", program));
+    if (access(program.c_str(), X_OK) != 0) {
+      throw SpawnError(fmt::format("{}: not executable (chmod +x, or name an interpreter)",
+                                   program));
+    }
+    return program;
+  }
+  std::string_view rest = path_env;
+  while (true) {
+    auto colon = rest.find(':');
+    std::string dir(rest.substr(0, colon));
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + program;
+    if (is_executable_file(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  throw SpawnError(fmt::format("{}: command not found in PATH", program));
+}
+
+}  // namespace mlrun

@@ -1,0 +1,55 @@
+// The operating-system boundary for worker processes: starting one in its own process group and
+// signalling groups. Scheduling and teardown logic talk to ProcessSpawner, so they are tested
+// with a fake and never fork in unit tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mlrun {
+
+/// What to start. argv[0] must already be a resolved path (see resolve_program); env is the
+/// complete environment as "NAME=value" strings.
+struct SpawnRequest {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string cwd;  ///< Empty: inherit the launcher's.
+};
+
+/// A started process. stdout_fd and stderr_fd are the read ends of its output pipes,
+/// non-blocking and close-on-exec; the caller owns them.
+struct SpawnedProcess {
+  pid_t pid = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+/// A process could not be started; what() names the program and the cause.
+class SpawnError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ProcessSpawner {
+ public:
+  virtual ~ProcessSpawner() = default;
+  /// Starts a process that leads its own process group, dies with this thread's process
+  /// (PR_SET_PDEATHSIG), reads /dev/null and writes into two fresh pipes. Throws SpawnError.
+  virtual SpawnedProcess spawn(const SpawnRequest& request) = 0;
+  /// Sends sig to every process of the group led by pgid. A group that is gone is not an error.
+  virtual void signal_group(pid_t pgid, int sig) = 0;
+};
+
+/// The real spawner (fork + execve). Spawn only from a thread that lives as long as the
+/// workers: the kernel's parent-death signal fires when the spawning *thread* exits.
+std::unique_ptr<ProcessSpawner> make_posix_spawner();
+
+/// Finds program the way execvp would (a name with a slash is taken as a path). Throws
+/// SpawnError naming the program when it is missing, not a regular file or not executable.
+std::string resolve_program(const std::string& program, const std::string& path_env);
+
+}  // namespace mlrun

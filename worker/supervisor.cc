@@ -1,0 +1,145 @@
+#include "worker/supervisor.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+
+namespace mlrun {
+
+int exit_code_from_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+std::string describe_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return fmt::format("exit code {}", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    const char* abbrev = sigabbrev_np(sig);
+    return fmt::format("signal SIG{} ({}){}", abbrev ? abbrev : "?", sig,
+                       WCOREDUMP(wait_status) ? ", core dumped" : "");
+  }
+  return fmt::format("wait status {:#x}", wait_status);
+}
+
+Supervisor::Supervisor(ProcessSpawner& spawner, SupervisorHooks& hooks, Planner planner,
+                       SupervisorConfig config)
+    : spawner_(spawner), hooks_(hooks), planner_(std::move(planner)), config_(config) {}
+
+void Supervisor::start() {
+  attempt_ = 0;
+  start_attempt();
+}
+
+void Supervisor::start_attempt() {
+  workers_.clear();
+  first_failure_.reset();
+  stopping_ = false;
+  running_ = 0;
+  for (auto& spec : planner_(attempt_)) {
+    workers_.push_back(WorkerState{.spec = std::move(spec)});
+  }
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    WorkerState& w = workers_[i];
+    if (stopping_) {
+      // An earlier worker could not start: the attempt is already failed, start no more.
+      w.end = WorkerEnd::kStopped;
+      w.ended_at = hooks_.now();
+      continue;
+    }
+    try {
+      SpawnedProcess p = spawner_.spawn(w.spec.request);
+      w.pid = p.pid;
+      ++running_;
+      hooks_.on_spawned(w, p);
+    } catch (const SpawnError& e) {
+      w.spawn_error = e.what();
+      w.end = WorkerEnd::kFailed;
+      w.wait_status = 127 << 8;  // What a shell reports for a command it could not run.
+      w.ended_at = hooks_.now();
+      first_failure_ = i;
+      hooks_.on_first_failure(w);
+      stop_all(SIGTERM);
+    }
+  }
+  if (running_ == 0) end_attempt();
+}
+
+void Supervisor::stop_all(int sig) {
+  for (auto& w : workers_) {
+    if (w.end != WorkerEnd::kRunning) continue;
+    w.signalled = true;
+    spawner_.signal_group(w.pid, sig);
+  }
+  if (!stopping_ || sig != SIGKILL) hooks_.arm_timer(config_.grace_period);
+  stopping_ = true;
+}
+
+void Supervisor::on_exit(pid_t pid, int wait_status) {
+  if (finished_) return;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    WorkerState& w = workers_[i];
+    if (w.pid != pid || w.end != WorkerEnd::kRunning) continue;
+    w.wait_status = wait_status;
+    w.ended_at = hooks_.now();
+    --running_;
+    if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
+      w.end = WorkerEnd::kSucceeded;
+    } else if (w.signalled) {
+      w.end = WorkerEnd::kStopped;
+    } else {
+      w.end = WorkerEnd::kFailed;
+      if (!first_failure_ && interrupt_signal_ == 0) {
+        first_failure_ = i;
+        hooks_.on_first_failure(w);
+        stop_all(SIGTERM);
+      }
+    }
+    if (running_ == 0) end_attempt();
+    return;
+  }
+}
+
+void Supervisor::on_signal(int sig) {
+  if (finished_) return;
+  if (interrupt_signal_ != 0 && sig == SIGINT) {
+    stop_all(SIGKILL);
+    return;
+  }
+  if (interrupt_signal_ == 0) interrupt_signal_ = sig;
+  stop_all(sig);
+}
+
+void Supervisor::on_grace_expired() {
+  if (finished_ || !stopping_) return;
+  stop_all(SIGKILL);
+}
+
+void Supervisor::end_attempt() {
+  hooks_.cancel_timer();
+  // Leaders are gone; whatever they left in their groups goes with them.
+  for (const auto& w : workers_) {
+    if (w.pid > 0) spawner_.signal_group(w.pid, SIGKILL);
+  }
+  AttemptResult result{attempt_, workers_, first_failure_, interrupt_signal_};
+  bool restarting = first_failure_ && interrupt_signal_ == 0 && attempt_ < config_.max_restarts;
+  hooks_.on_attempt_end(result, restarting);
+  if (restarting) {
+    ++attempt_;
+    start_attempt();
+    return;
+  }
+  finished_ = true;
+  if (interrupt_signal_ != 0) {
+    exit_code_ = 128 + interrupt_signal_;
+  } else if (first_failure_) {
+    exit_code_ = exit_code_from_status(workers_[*first_failure_].wait_status);
+  } else {
+    exit_code_ = 0;
+  }
+}
+
+}  // namespace mlrun

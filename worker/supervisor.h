@@ -1,0 +1,124 @@
+// The local worker group's state machine: start every worker, notice the first failure, stop
+// the rest (SIGTERM to each process group, a grace period, SIGKILL), restart the group when
+// restarts remain, and settle the exit code. It performs no I/O of its own: processes go
+// through ProcessSpawner and time through SupervisorHooks, so unit tests drive it with fakes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "worker/process.h"
+
+namespace mlrun {
+
+using WallTime = std::chrono::system_clock::time_point;
+
+/// One worker of one attempt.
+struct WorkerSpec {
+  int rank = 0;
+  int local_rank = 0;
+  SpawnRequest request;
+};
+
+/// How a worker ended.
+enum class WorkerEnd {
+  kRunning,    ///< Not ended yet.
+  kSucceeded,  ///< Exit status 0.
+  kFailed,     ///< Non-zero exit or a signal nobody in mlrun sent.
+  kStopped,    ///< Ended after mlrun signalled it (teardown or a forwarded signal).
+};
+
+struct WorkerState {
+  WorkerSpec spec;
+  pid_t pid = -1;
+  WorkerEnd end = WorkerEnd::kRunning;
+  int wait_status = 0;         ///< As from waitpid; valid once ended.
+  WallTime ended_at;           ///< Valid once ended.
+  std::string spawn_error;     ///< Set when the worker could not be started at all.
+  bool signalled = false;      ///< mlrun sent its group a signal before it ended.
+};
+
+/// Exit code convention of shells: the code, or 128+N for signal N.
+int exit_code_from_status(int wait_status);
+/// "exit code 3" or "signal SIGSEGV (11)".
+std::string describe_status(int wait_status);
+
+struct SupervisorConfig {
+  int max_restarts = 0;
+  std::chrono::milliseconds grace_period{5000};
+};
+
+/// One attempt's outcome, handed to the hooks when its last worker has ended.
+struct AttemptResult {
+  int attempt = 0;
+  std::vector<WorkerState> workers;
+  std::optional<std::size_t> first_failure;  ///< Index into workers.
+  int interrupt_signal = 0;                  ///< Non-zero when a signal to mlrun ended it.
+};
+
+class SupervisorHooks {
+ public:
+  virtual ~SupervisorHooks() = default;
+  /// A worker was started; wire up its output.
+  virtual void on_spawned(const WorkerState& worker, const SpawnedProcess& process) = 0;
+  /// The first failure of an attempt was seen; teardown of the rest begins now.
+  virtual void on_first_failure(const WorkerState& worker) = 0;
+  /// An attempt ended; restarting says whether another one starts right after.
+  virtual void on_attempt_end(const AttemptResult& result, bool restarting) = 0;
+  /// Calls Supervisor::on_grace_expired after delay, replacing an armed timer.
+  virtual void arm_timer(std::chrono::milliseconds delay) = 0;
+  virtual void cancel_timer() = 0;
+  virtual WallTime now() = 0;
+};
+
+class Supervisor {
+ public:
+  /// Returns the workers of attempt n (0 first); called once per attempt so that each one gets
+  /// its own restart count, ports and log files.
+  using Planner = std::function<std::vector<WorkerSpec>(int attempt)>;
+
+  Supervisor(ProcessSpawner& spawner, SupervisorHooks& hooks, Planner planner,
+             SupervisorConfig config);
+
+  /// Starts attempt 0.
+  void start();
+  /// A child ended (from waitpid). Unknown pids are ignored.
+  void on_exit(pid_t pid, int wait_status);
+  /// SIGINT, SIGTERM or SIGHUP reached the launcher: forward it, no restarts after. A second
+  /// SIGINT kills every group at once.
+  void on_signal(int sig);
+  /// The grace period after a stop request ran out: SIGKILL what is left.
+  void on_grace_expired();
+
+  bool finished() const { return finished_; }
+  /// Valid once finished: 0, the first failed worker's code, or 128+N after signal N.
+  int exit_code() const { return exit_code_; }
+  int attempt() const { return attempt_; }
+  const std::vector<WorkerState>& workers() const { return workers_; }
+  std::size_t running() const { return running_; }
+
+ private:
+  void start_attempt();
+  void stop_all(int sig);
+  void end_attempt();
+
+  ProcessSpawner& spawner_;
+  SupervisorHooks& hooks_;
+  Planner planner_;
+  SupervisorConfig config_;
+  int attempt_ = 0;
+  std::vector<WorkerState> workers_;
+  std::size_t running_ = 0;
+  std::optional<std::size_t> first_failure_;
+  int interrupt_signal_ = 0;
+  bool stopping_ = false;
+  bool finished_ = false;
+  int exit_code_ = 0;
+};
+
+}  // namespace mlrun
