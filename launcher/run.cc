@@ -8,11 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
-#include <boost/asio/io_context.hpp>
 #include <fmt/format.h>
+#include <boost/asio/io_context.hpp>
 
 #include "launcher/command.h"
 #include "launcher/options.h"
@@ -21,6 +22,7 @@
 #include "worker/env.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
+#include "worker/network.h"
 
 namespace mlrun {
 namespace {
@@ -41,7 +43,9 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
-void error(std::string_view message) { fmt::print(stderr, "mlrun: error: {}\n", message); }
+void error(std::string_view message) {
+  fmt::print(stderr, "mlrun: error: {}\n", message);
+}
 
 // The job as planned for this node, before anything starts.
 struct LaunchPlan {
@@ -55,6 +59,8 @@ struct LaunchPlan {
   std::string log_dir;  // Empty: no log files.
   std::string hostname;
   std::vector<std::pair<std::string, std::string>> exports;
+  InterfaceChoice iface;
+  std::vector<std::pair<std::string, std::string>> network_defaults;
 };
 
 std::string choose_backend(const std::string& requested) {
@@ -100,17 +106,29 @@ bool plan_launch(const Options& o, LaunchPlan& plan) {
       errors.push_back(fmt::format("-x {}: no such variable in mlrun's environment", x));
     }
   }
+  plan.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  auto interfaces = list_interfaces();
+  if (o.iface == "auto") {
+    plan.iface = choose_interface(interfaces, plan.master_addr);
+  } else if (std::none_of(interfaces.begin(), interfaces.end(),
+                          [&](const NetInterface& i) { return i.name == o.iface && i.up; })) {
+    errors.push_back(
+        fmt::format("--iface={}: no such interface is up on {}", o.iface, host_name()));
+  } else {
+    plan.iface = {o.iface, fmt::format("{}: chosen with --iface", o.iface), {}};
+  }
   for (const auto& e : errors) error(e);
   if (!errors.empty()) return false;
+  if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
+  plan.network_defaults = network_variables(plan.iface.name, has_infiniband_device());
   plan.world_size = plan.nproc;
-  plan.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
   plan.backend = choose_backend(o.backend);
   plan.job_id = o.rdzv_id.empty() ? random_hex(6) : o.rdzv_id;
   plan.run_id = o.rdzv_id.empty() ? (o.standalone ? plan.job_id : "none") : o.rdzv_id;
   plan.hostname = host_name();
   plan.log_dir = o.log_dir;
-  bool wants_files = o.redirects.all || !o.redirects.per_rank.empty() || o.tee.all ||
-                     !o.tee.per_rank.empty();
+  bool wants_files =
+      o.redirects.all || !o.redirects.per_rank.empty() || o.tee.all || !o.tee.per_rank.empty();
   if (plan.log_dir.empty() && wants_files) {
     plan.log_dir = fmt::format("{}/mlrun-logs-{}", fs::temp_directory_path().string(), plan.job_id);
     fmt::print(stderr, "mlrun: logs in {}\n", plan.log_dir);
@@ -136,7 +154,9 @@ GroupEnv group_env(const Options& o, const LaunchPlan& plan, int attempt) {
   g.backend = plan.backend;
   g.overrides = plan.exports;
   // PyTorch 1.x and 2.x names for NCCL's asynchronous error handling, as torchrun sets them.
-  g.defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  g.defaults = plan.network_defaults;
+  g.defaults.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  g.defaults.emplace_back("NCCL_ASYNC_ERROR_HANDLING", "1");
   return g;
 }
 
@@ -148,7 +168,8 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
   GroupEnv g = group_env(o, plan, 0);
   fmt::print("mlrun: dry run: 1 node, {} worker{}, world size {}, backend {}\n", plan.nproc,
              plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
-  fmt::print("node 0 ({}): ranks 0-{}\n", plan.hostname, plan.nproc - 1);
+  fmt::print("node 0 ({}): ranks 0-{}, interface {}\n", plan.hostname, plan.nproc - 1,
+             plan.iface.reason);
   Environment empty;
   for (int lr = 0; lr < plan.nproc; ++lr) {
     fmt::print("  rank {} (local rank {}): {}\n", lr, lr, fmt::join(plan.argv, " "));
@@ -171,9 +192,9 @@ WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::str
   WorkerRoutes r;
   int redirected = o.redirects.for_local_rank(w.local_rank);
   int teed = o.tee.for_local_rank(w.local_rank);
-  bool shown = !o.local_ranks_filter ||
-               std::find(o.local_ranks_filter->begin(), o.local_ranks_filter->end(),
-                         w.local_rank) != o.local_ranks_filter->end();
+  bool shown =
+      !o.local_ranks_filter || std::find(o.local_ranks_filter->begin(), o.local_ranks_filter->end(),
+                                         w.local_rank) != o.local_ranks_filter->end();
   // torchrun's console prefix where its --tee is used, mlrun's "[rank] " otherwise.
   std::string prefix = (o.tee.all || !o.tee.per_rank.empty())
                            ? fmt::format("[{}{}]:", o.role, w.local_rank)
@@ -230,8 +251,8 @@ int launch(const Options& o) {
       fs::create_directories(fmt::format("{}/attempt_{}/{}", run_dir, attempt, lr), ignored);
       specs.push_back(WorkerSpec{
           lr, lr,
-          SpawnRequest{plan.argv, worker_environment(base, g, lr, error_file(run_dir, attempt, lr)),
-                       {}}});
+          SpawnRequest{
+              plan.argv, worker_environment(base, g, lr, error_file(run_dir, attempt, lr)), {}}});
     }
     return specs;
   };
@@ -260,8 +281,8 @@ int launch(const Options& o) {
   };
   boost::asio::io_context io;
   auto spawner = make_posix_spawner();
-  SupervisorConfig config{o.max_restarts, std::chrono::milliseconds(
-                                              static_cast<long>(o.grace_period * 1000))};
+  SupervisorConfig config{o.max_restarts,
+                          std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000))};
   Agent agent(io, *spawner, lifeline, planner, config, callbacks);
   int code = agent.run();
   // 6. Clean up: the temporary directory goes; log directories stay for the user.

@@ -1,0 +1,100 @@
+#include "worker/network.h"
+
+#include <arpa/inet.h>
+
+#include <gtest/gtest.h>
+
+namespace mlrun {
+namespace {
+
+NetInterface iface(std::string name, std::string cidr, int speed = -1, bool is_virtual = false) {
+  NetInterface i;
+  i.name = std::move(name);
+  i.up = true;
+  i.loopback = i.name == "lo";
+  i.is_virtual = is_virtual;
+  i.speed_mbps = speed;
+  InterfaceAddress a;
+  auto slash = cidr.find('/');
+  std::string ip = cidr.substr(0, slash);
+  a.prefix_len = std::stoi(cidr.substr(slash + 1));
+  a.family = ip.find(':') == std::string::npos ? AF_INET : AF_INET6;
+  inet_pton(a.family, ip.c_str(), a.bytes);
+  a.text = cidr;
+  i.addresses.push_back(a);
+  return i;
+}
+
+TEST(ChooseInterface, InfinibandFirst) {
+  auto ib = iface("ib0", "192.168.5.2/24", 100000);
+  ib.infiniband = true;
+  auto c = choose_interface({iface("eth0", "10.0.0.2/24", 1000), ib}, "10.0.0.1");
+  EXPECT_EQ(c.name, "ib0");
+}
+
+TEST(ChooseInterface, TheOneOnTheMastersSubnetWins) {
+  auto c = choose_interface({iface("lo", "127.0.0.1/8"), iface("eth0", "10.0.0.2/24", 10000),
+                             iface("eth1", "10.77.0.12/24", 1000)},
+                            "10.77.0.1");
+  EXPECT_EQ(c.name, "eth1");
+  EXPECT_NE(c.reason.find("master's subnet"), std::string::npos);
+  // eth0 is ten times faster: say so.
+  EXPECT_NE(c.warning.find("eth0"), std::string::npos);
+}
+
+TEST(ChooseInterface, NeverDockerVirbrVethOrLoopbackWhileAnythingElseIsUp) {
+  auto c = choose_interface({iface("docker0", "172.17.0.1/16"), iface("veth12", "10.77.0.5/24"),
+                             iface("virbr0", "192.168.122.1/24"), iface("lo", "127.0.0.1/8"),
+                             iface("eth0", "10.1.0.2/24", 1000)},
+                            "10.77.0.1");
+  EXPECT_EQ(c.name, "eth0");
+}
+
+TEST(ChooseInterface, ExcludedKindsWhenNothingElseIsUp) {
+  auto c = choose_interface({iface("lo", "127.0.0.1/8"), iface("veth3", "10.77.0.5/24")}, "");
+  EXPECT_EQ(c.name, "veth3");
+  c = choose_interface({iface("lo", "127.0.0.1/8")}, "");
+  EXPECT_EQ(c.name, "lo");
+}
+
+TEST(ChooseInterface, PhysicalAndFasterBeforeVirtualWithoutAMaster) {
+  auto c =
+      choose_interface({iface("br0", "10.0.0.2/24", 10000, true),
+                        iface("eno1", "10.1.0.2/24", 1000), iface("eno2", "10.2.0.2/24", 25000)},
+                       "");
+  EXPECT_EQ(c.name, "eno2");
+}
+
+TEST(ChooseInterface, DownInterfacesAreSkipped) {
+  auto down = iface("eth0", "10.77.0.2/24", 1000);
+  down.up = false;
+  auto c = choose_interface({down, iface("eth1", "10.1.0.2/24")}, "10.77.0.1");
+  EXPECT_EQ(c.name, "eth1");
+}
+
+TEST(ChooseInterface, Ipv6Master) {
+  auto c =
+      choose_interface({iface("eth0", "fd00:1::2/64"), iface("eth1", "10.1.0.2/24")}, "fd00:1::1");
+  EXPECT_EQ(c.name, "eth0");
+}
+
+TEST(NetworkVariables, EveryBackendAndIbDisabledWithoutInfiniband) {
+  auto v = network_variables("eth1", false);
+  std::vector<std::pair<std::string, std::string>> want = {{"NCCL_SOCKET_IFNAME", "eth1"},
+                                                           {"GLOO_SOCKET_IFNAME", "eth1"},
+                                                           {"OMPI_MCA_btl_tcp_if_include", "eth1"},
+                                                           {"OMPI_MCA_oob_tcp_if_include", "eth1"},
+                                                           {"NCCL_IB_DISABLE", "1"}};
+  EXPECT_EQ(v, want);
+  EXPECT_EQ(network_variables("ib0", true).size(), 4u);
+}
+
+TEST(ListInterfaces, FindsLoopback) {
+  auto all = list_interfaces();
+  bool lo = false;
+  for (auto& i : all) lo = lo || (i.loopback && i.up);
+  EXPECT_TRUE(lo);
+}
+
+}  // namespace
+}  // namespace mlrun
