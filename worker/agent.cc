@@ -6,6 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -26,17 +29,21 @@ struct PipeReader {
   bool open = true;
   char buffer[16384];
 
-  // Reads whatever is there now, without waiting; used when the worker has exited, so that its
-  // last lines are in the tail before the summary is written.
-  void drain() {
-    while (open) {
+  // Reads whatever is there now, without waiting, at most max_reads chunks. Every read of the
+  // pipe happens here, in order: the loop only waits for readiness. (An async_read_some that
+  // has completed but whose handler has not yet run would hold bytes that a read here overtakes
+  // or overwrites, so lines would be lost or torn when a worker exits.)
+  void drain(std::size_t max_reads = SIZE_MAX) {
+    for (std::size_t i = 0; open && i < max_reads; ++i) {
       ssize_t n = ::read(stream.native_handle(), buffer, sizeof buffer);
       if (n > 0) {
         output.on_data({buffer, static_cast<std::size_t>(n)});
       } else if (n == 0) {
         close();
-      } else {
-        if (errno != EINTR) break;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        break;
+      } else if (errno != EINTR) {
+        close();
       }
     }
   }
@@ -80,16 +87,17 @@ struct Agent::Impl final : SupervisorHooks {
   std::vector<WorkerPipes> retired;
 
   void read_more(PipeReader* reader) {
-    reader->stream.async_read_some(
-        asio::buffer(reader->buffer),
-        [this, reader](const boost::system::error_code& ec, std::size_t n) {
+    reader->stream.async_wait(
+        asio::posix::stream_descriptor::wait_read,
+        [this, reader](const boost::system::error_code& ec) {
           if (!reader->open) return;
-          if (n > 0) reader->output.on_data({reader->buffer, n});
           if (ec) {
             if (ec != asio::error::operation_aborted) reader->close();
             return;
           }
-          read_more(reader);
+          // A few chunks per wake-up, so that one chatty worker cannot starve the others.
+          reader->drain(4);
+          if (reader->open) read_more(reader);
         });
   }
 
