@@ -270,6 +270,10 @@ int launch(const Options& o) {
     summary_context.error_message = [&](const WorkerState& w) {
       return read_error_file_message(error_file(run_dir, r.attempt, w.spec.rank));
     };
+    if (!r.plan_error.empty()) {
+      error(r.plan_error);
+      return;
+    }
     if (!r.first_failure && r.interrupt_signal == 0) return;
     std::string summary = format_failure_summary(r, tails, summary_context);
     if (restarting) {

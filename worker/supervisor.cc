@@ -37,10 +37,16 @@ void Supervisor::start() {
 void Supervisor::start_attempt() {
   workers_.clear();
   first_failure_.reset();
+  remote_failure_ = false;
   stopping_ = false;
   running_ = 0;
-  for (auto& spec : planner_(attempt_)) {
-    workers_.push_back(WorkerState{.spec = std::move(spec)});
+  try {
+    for (auto& spec : planner_(attempt_)) {
+      workers_.emplace_back().spec = std::move(spec);
+    }
+  } catch (const std::exception& e) {
+    plan_error_ = e.what();
+    workers_.clear();
   }
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     WorkerState& w = workers_[i];
@@ -113,6 +119,13 @@ void Supervisor::on_signal(int sig) {
   stop_all(sig);
 }
 
+void Supervisor::on_remote_failure(int exit_code) {
+  if (finished_ || stopping_) return;
+  remote_failure_ = true;
+  remote_exit_code_ = exit_code;
+  stop_all(SIGTERM);
+}
+
 void Supervisor::on_grace_expired() {
   if (finished_ || !stopping_) return;
   stop_all(SIGKILL);
@@ -124,8 +137,10 @@ void Supervisor::end_attempt() {
   for (const auto& w : workers_) {
     if (w.pid > 0) spawner_.signal_group(w.pid, SIGKILL);
   }
-  AttemptResult result{attempt_, workers_, first_failure_, interrupt_signal_};
-  bool restarting = first_failure_ && interrupt_signal_ == 0 && attempt_ < config_.max_restarts;
+  AttemptResult result{attempt_,         workers_,        first_failure_,
+                       interrupt_signal_, remote_failure_, plan_error_};
+  bool restarting = (first_failure_ || remote_failure_) && interrupt_signal_ == 0 &&
+                    plan_error_.empty() && attempt_ < config_.max_restarts;
   hooks_.on_attempt_end(result, restarting);
   if (restarting) {
     ++attempt_;
@@ -135,8 +150,12 @@ void Supervisor::end_attempt() {
   finished_ = true;
   if (interrupt_signal_ != 0) {
     exit_code_ = 128 + interrupt_signal_;
+  } else if (!plan_error_.empty()) {
+    exit_code_ = 1;
   } else if (first_failure_) {
     exit_code_ = exit_code_from_status(workers_[*first_failure_].wait_status);
+  } else if (remote_failure_) {
+    exit_code_ = remote_exit_code_;
   } else {
     exit_code_ = 0;
   }

@@ -59,6 +59,9 @@ struct AttemptResult {
   std::vector<WorkerState> workers;
   std::optional<std::size_t> first_failure;  ///< Index into workers.
   int interrupt_signal = 0;                  ///< Non-zero when a signal to mlrun ended it.
+  bool remote_failure = false;               ///< Stopped because a worker elsewhere failed.
+  std::string plan_error;                    ///< The planner failed: no worker was started.
+  bool failed() const { return first_failure || remote_failure || !plan_error.empty(); }
 };
 
 class SupervisorHooks {
@@ -79,7 +82,8 @@ class SupervisorHooks {
 class Supervisor {
  public:
   /// Returns the workers of attempt n (0 first); called once per attempt so that each one gets
-  /// its own restart count, ports and log files.
+  /// its own restart count, ports and log files. It may block (a multi-node rendezvous) and
+  /// may throw std::exception: the job then ends with exit code 1 and the error in the result.
   using Planner = std::function<std::vector<WorkerSpec>(int attempt)>;
 
   Supervisor(ProcessSpawner& spawner, SupervisorHooks& hooks, Planner planner,
@@ -94,6 +98,10 @@ class Supervisor {
   void on_signal(int sig);
   /// The grace period after a stop request ran out: SIGKILL what is left.
   void on_grace_expired();
+  /// A worker on another node failed: stop this node's workers as for a local failure (they
+  /// end as stopped) and restart with the others if restarts remain. exit_code is the job's
+  /// (the remote worker's) code, used when no restart follows.
+  void on_remote_failure(int exit_code);
 
   bool finished() const { return finished_; }
   /// Valid once finished: 0, the first failed worker's code, or 128+N after signal N.
@@ -116,6 +124,9 @@ class Supervisor {
   std::size_t running_ = 0;
   std::optional<std::size_t> first_failure_;
   int interrupt_signal_ = 0;
+  bool remote_failure_ = false;
+  int remote_exit_code_ = 1;
+  std::string plan_error_;
   bool stopping_ = false;
   bool finished_ = false;
   int exit_code_ = 0;

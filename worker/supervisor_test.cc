@@ -190,6 +190,37 @@ TEST_F(SupervisorTest, UnknownPidsAreIgnored) {
   EXPECT_FALSE(s->finished());
 }
 
+TEST_F(SupervisorTest, RemoteFailureStopsThisNodeAndRestartsWithTheOthers) {
+  auto s = make(2, 1);
+  s->start();
+  s->on_remote_failure(7);
+  EXPECT_EQ(spawner.count(SIGTERM), 2);
+  s->on_exit(100, killed(SIGTERM));
+  s->on_exit(101, exited(1));
+  EXPECT_EQ(hooks.restarts, std::vector<bool>{true});
+  EXPECT_TRUE(hooks.ends[0].remote_failure);
+  EXPECT_FALSE(hooks.ends[0].first_failure.has_value());
+  s->on_remote_failure(7);
+  s->on_exit(102, killed(SIGTERM));
+  s->on_exit(103, killed(SIGTERM));
+  ASSERT_TRUE(s->finished());
+  EXPECT_EQ(s->exit_code(), 7);
+}
+
+TEST_F(SupervisorTest, PlannerErrorEndsTheJobWithoutStartingAnything) {
+  Supervisor s(spawner, hooks,
+               [](int) -> std::vector<WorkerSpec> {
+                 throw std::runtime_error("rendezvous: timed out waiting for node 2");
+               },
+               SupervisorConfig{3, std::chrono::seconds(1)});
+  s.start();
+  ASSERT_TRUE(s.finished());
+  EXPECT_EQ(s.exit_code(), 1);
+  EXPECT_TRUE(spawner.spawned.empty());
+  EXPECT_EQ(hooks.ends.at(0).plan_error, "rendezvous: timed out waiting for node 2");
+  EXPECT_EQ(hooks.restarts, std::vector<bool>{false});
+}
+
 TEST(DescribeStatus, NamesCodesAndSignals) {
   EXPECT_EQ(describe_status(exited(3)), "exit code 3");
   EXPECT_EQ(describe_status(killed(SIGKILL)), "signal SIGKILL (9)");
