@@ -35,19 +35,29 @@ void Supervisor::start() {
 }
 
 void Supervisor::start_attempt() {
+  std::vector<WorkerSpec> specs;
+  try {
+    specs = planner_(attempt_);
+  } catch (const std::exception& e) {
+    plan_error_ = e.what();
+  }
+  begin_attempt(attempt_, std::move(specs));
+}
+
+void Supervisor::begin_attempt(int attempt, std::vector<WorkerSpec> specs) {
+  if (finished_) return;
+  attempt_ = attempt;
   workers_.clear();
   first_failure_.reset();
   remote_failure_ = false;
   stopping_ = false;
+  settling_ = false;
   running_ = 0;
-  try {
-    for (auto& spec : planner_(attempt_)) {
-      workers_.emplace_back().spec = std::move(spec);
-    }
-  } catch (const std::exception& e) {
-    plan_error_ = e.what();
-    workers_.clear();
-  }
+  for (auto& spec : specs) workers_.emplace_back().spec = std::move(spec);
+  spawn_all();
+}
+
+void Supervisor::spawn_all() {
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     WorkerState& w = workers_[i];
     if (stopping_) {
@@ -109,6 +119,17 @@ void Supervisor::on_exit(pid_t pid, int wait_status) {
   }
 }
 
+void Supervisor::abort(int exit_code) {
+  if (finished_) return;
+  abort_code_ = exit_code;
+  if (running_ == 0) {
+    finished_ = true;
+    exit_code_ = exit_code;
+    return;
+  }
+  stop_all(SIGTERM);
+}
+
 void Supervisor::on_signal(int sig) {
   if (finished_) return;
   if (interrupt_signal_ != 0 && sig == SIGINT) {
@@ -137,14 +158,38 @@ void Supervisor::end_attempt() {
   for (const auto& w : workers_) {
     if (w.pid > 0) spawner_.signal_group(w.pid, SIGKILL);
   }
-  AttemptResult result{attempt_,         workers_,        first_failure_,
-                       interrupt_signal_, remote_failure_, plan_error_};
-  bool restarting = (first_failure_ || remote_failure_) && interrupt_signal_ == 0 &&
-                    plan_error_.empty() && attempt_ < config_.max_restarts;
-  hooks_.on_attempt_end(result, restarting);
+  ended_ = AttemptResult{attempt_,         workers_,        first_failure_,
+                         interrupt_signal_, remote_failure_, plan_error_};
+  if (abort_code_ >= 0) {
+    hooks_.on_attempt_end(*ended_, false);
+    finished_ = true;
+    exit_code_ = abort_code_;
+    return;
+  }
+  if (config_.settled_elsewhere && interrupt_signal_ == 0) {
+    settling_ = true;
+    hooks_.on_attempt_ended(*ended_);
+    return;
+  }
+  int local_code = first_failure_ ? exit_code_from_status(workers_[*first_failure_].wait_status)
+                                  : remote_exit_code_;
+  finish(ended_->failed(), local_code);
+}
+
+void Supervisor::settle(bool failed, int exit_code) {
+  if (finished_ || !settling_) return;
+  settling_ = false;
+  finish(failed, exit_code);
+}
+
+void Supervisor::finish(bool failed, int failed_code) {
+  bool restarting = failed && interrupt_signal_ == 0 && plan_error_.empty() &&
+                    attempt_ < config_.max_restarts;
+  hooks_.on_attempt_end(*ended_, restarting);
   if (restarting) {
     ++attempt_;
-    start_attempt();
+    // Multi-node: the next attempt begins when every node has joined it (begin_attempt).
+    if (!config_.settled_elsewhere) start_attempt();
     return;
   }
   finished_ = true;
@@ -152,12 +197,8 @@ void Supervisor::end_attempt() {
     exit_code_ = 128 + interrupt_signal_;
   } else if (!plan_error_.empty()) {
     exit_code_ = 1;
-  } else if (first_failure_) {
-    exit_code_ = exit_code_from_status(workers_[*first_failure_].wait_status);
-  } else if (remote_failure_) {
-    exit_code_ = remote_exit_code_;
   } else {
-    exit_code_ = 0;
+    exit_code_ = failed ? failed_code : 0;
   }
 }
 

@@ -51,6 +51,10 @@ std::string describe_status(int wait_status);
 struct SupervisorConfig {
   int max_restarts = 0;
   std::chrono::milliseconds grace_period{5000};
+  /// Multi-node: whether an ended attempt failed is decided across nodes. The supervisor then
+  /// reports the local result (SupervisorHooks::on_attempt_ended) and waits for settle(), and
+  /// attempts begin with begin_attempt() instead of the planner.
+  bool settled_elsewhere = false;
 };
 
 /// One attempt's outcome, handed to the hooks when its last worker has ended.
@@ -73,6 +77,8 @@ class SupervisorHooks {
   virtual void on_first_failure(const WorkerState& worker) = 0;
   /// An attempt ended; restarting says whether another one starts right after.
   virtual void on_attempt_end(const AttemptResult& result, bool restarting) = 0;
+  /// With settled_elsewhere: the local group of an attempt ended; settle() follows.
+  virtual void on_attempt_ended(const AttemptResult& result) {}
   /// Calls Supervisor::on_grace_expired after delay, replacing an armed timer.
   virtual void arm_timer(std::chrono::milliseconds delay) = 0;
   virtual void cancel_timer() = 0;
@@ -89,8 +95,16 @@ class Supervisor {
   Supervisor(ProcessSpawner& spawner, SupervisorHooks& hooks, Planner planner,
              SupervisorConfig config);
 
-  /// Starts attempt 0.
+  /// Starts attempt 0 from the planner (not with settled_elsewhere).
   void start();
+  /// With settled_elsewhere: starts attempt `attempt` with these workers.
+  void begin_attempt(int attempt, std::vector<WorkerSpec> specs);
+  /// With settled_elsewhere: the job-wide verdict on the attempt that ended. failed: restart
+  /// if restarts remain, else finish with exit_code.
+  void settle(bool failed, int exit_code);
+  /// Ends the job (a job-wide abort, a lost rendezvous): stop every worker, finish with
+  /// exit_code, no restart.
+  void abort(int exit_code);
   /// A child ended (from waitpid). Unknown pids are ignored.
   void on_exit(pid_t pid, int wait_status);
   /// SIGINT, SIGTERM or SIGHUP reached the launcher: forward it, no restarts after. A second
@@ -112,8 +126,10 @@ class Supervisor {
 
  private:
   void start_attempt();
+  void spawn_all();
   void stop_all(int sig);
   void end_attempt();
+  void finish(bool failed, int failed_code);
 
   ProcessSpawner& spawner_;
   SupervisorHooks& hooks_;
@@ -127,6 +143,9 @@ class Supervisor {
   bool remote_failure_ = false;
   int remote_exit_code_ = 1;
   std::string plan_error_;
+  int abort_code_ = -1;
+  bool settling_ = false;
+  std::optional<AttemptResult> ended_;
   bool stopping_ = false;
   bool finished_ = false;
   int exit_code_ = 0;

@@ -229,3 +229,70 @@ TEST(DescribeStatus, NamesCodesAndSignals) {
 
 }  // namespace
 }  // namespace mlrun
+
+namespace mlrun {
+namespace {
+
+// Multi-node: attempts begin when the coordinator says so and end with its verdict.
+struct SettledElsewhereTest : SupervisorTest {
+  std::unique_ptr<Supervisor> make_multi(int max_restarts) {
+    return std::make_unique<Supervisor>(
+        spawner, hooks, nullptr,
+        SupervisorConfig{max_restarts, std::chrono::seconds(5), /*settled_elsewhere=*/true});
+  }
+  std::vector<WorkerSpec> specs(int n) {
+    std::vector<WorkerSpec> out;
+    for (int i = 0; i < n; ++i) out.push_back({10 + i, i, SpawnRequest{{"/bin/true"}, {}, {}}});
+    return out;
+  }
+};
+
+TEST_F(SettledElsewhereTest, LocalSuccessButAFailureElsewhereRestarts) {
+  auto s = make_multi(1);
+  s->begin_attempt(0, specs(2));
+  s->on_exit(100, exited(0));
+  s->on_exit(101, exited(0));
+  EXPECT_FALSE(s->finished());  // Waiting for the job-wide verdict.
+  s->settle(true, 5);
+  EXPECT_EQ(hooks.restarts, std::vector<bool>{true});
+  EXPECT_EQ(s->attempt(), 1);
+  EXPECT_EQ(spawner.spawned.size(), 2u);  // Nothing starts before begin_attempt.
+  s->begin_attempt(1, specs(2));
+  s->on_exit(102, exited(0));
+  s->on_exit(103, exited(0));
+  s->settle(false, 0);
+  ASSERT_TRUE(s->finished());
+  EXPECT_EQ(s->exit_code(), 0);
+}
+
+TEST_F(SettledElsewhereTest, VerdictWithoutRestartsLeftGivesTheJobsCode) {
+  auto s = make_multi(0);
+  s->begin_attempt(0, specs(1));
+  s->on_remote_failure(9);
+  s->on_exit(100, killed(SIGTERM));
+  s->settle(true, 9);
+  ASSERT_TRUE(s->finished());
+  EXPECT_EQ(s->exit_code(), 9);
+}
+
+TEST_F(SettledElsewhereTest, AbortStopsWorkersAndFinishesWithItsCode) {
+  auto s = make_multi(3);
+  s->begin_attempt(0, specs(2));
+  s->abort(130);
+  EXPECT_EQ(spawner.count(SIGTERM), 2);
+  s->on_exit(100, killed(SIGTERM));
+  s->on_exit(101, killed(SIGTERM));
+  ASSERT_TRUE(s->finished());
+  EXPECT_EQ(s->exit_code(), 130);
+  EXPECT_EQ(hooks.restarts, std::vector<bool>{false});
+}
+
+TEST_F(SettledElsewhereTest, AbortWhileWaitingFinishesAtOnce) {
+  auto s = make_multi(3);
+  s->abort(1);
+  EXPECT_TRUE(s->finished());
+  EXPECT_EQ(s->exit_code(), 1);
+}
+
+}  // namespace
+}  // namespace mlrun
