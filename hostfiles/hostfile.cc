@@ -1,0 +1,408 @@
+// Hostfiles and -H host lists: each line or item becomes hosts with counts, then every mention
+// of one host is merged into one entry.
+#include "hostfiles/hostfile.h"
+
+#include <sys/stat.h>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "hostfiles/host_syntax.h"
+
+namespace mlrun {
+namespace {
+
+using namespace hostfiles_detail;
+
+constexpr std::string_view kHostListSource = "-H";
+
+// What one line (or one -H item) says, before merging.
+struct Mention {
+  std::vector<std::string> hosts;
+  std::string user;
+  int port = 0;
+  int slots = 0;  // 0: not written.
+  int max_slots = 0;
+};
+
+class Errors {
+ public:
+  Errors(std::string_view file, std::vector<HostfileError>* out) : file_(file), out_(out) {}
+  void at(int line, std::string message) {
+    out_->push_back({std::string(file_), line, std::move(message)});
+  }
+  std::string_view file() const { return file_; }
+
+ private:
+  std::string_view file_;
+  std::vector<HostfileError>* out_;
+};
+
+bool check_user(std::string_view user, std::string* why) {
+  if (user.empty()) {
+    *why = "empty user before '@'";
+    return false;
+  }
+  for (char c : user) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      *why = fmt::format("'{}' is not allowed in a user name", c);
+      return false;
+    }
+  }
+  if (user.front() == '-') {
+    *why = "a user name cannot start with '-'";
+    return false;
+  }
+  return true;
+}
+
+// Parses "[user@]host[:N]" (N a slot count) into *m; reports under `line`.
+bool parse_host_token(std::string_view token, Mention* m, Errors& errors, int line,
+                      std::string_view label) {
+  std::string why;
+  std::string_view rest = token;
+  if (auto at = token.find('@'); at != std::string_view::npos) {
+    std::string_view user = token.substr(0, at);
+    rest = token.substr(at + 1);
+    if (rest.find('@') != std::string_view::npos) {
+      errors.at(line, fmt::format("{}: more than one '@'", label));
+      return false;
+    }
+    if (!check_user(user, &why)) {
+      errors.at(line, fmt::format("{}: {}", label, why));
+      return false;
+    }
+    m->user = user;
+  }
+  HostAndSuffix split;
+  if (!split_host_suffix(rest, &split, &why) ||
+      !expand_hosts(split.host, split.ipv6, &m->hosts, &why)) {
+    errors.at(line, fmt::format("{}: {}", label, why));
+    return false;
+  }
+  if (split.suffix && !parse_count(*split.suffix, 1, &m->slots, &why)) {
+    errors.at(line, fmt::format("{}: slot count '{}': {}", label, *split.suffix, why));
+    return false;
+  }
+  return true;
+}
+
+enum class Key { kSlots, kMaxSlots, kUser, kPort };
+
+std::optional<Key> find_key(std::string_view name) {
+  static const std::map<std::string_view, Key> keys = {
+      {"slots", Key::kSlots},        {"max_slots", Key::kMaxSlots}, {"max-slots", Key::kMaxSlots},
+      {"slots_max", Key::kMaxSlots}, {"slots-max", Key::kMaxSlots}, {"username", Key::kUser},
+      {"user_name", Key::kUser},     {"user-name", Key::kUser},     {"port", Key::kPort},
+  };
+  auto it = keys.find(name);
+  if (it == keys.end()) return std::nullopt;
+  return it->second;
+}
+
+// Splits a line into words, with "key = value" and "key= value" joined into "key=value" as Open
+// MPI's lexer allows.
+std::vector<std::string> words_of(std::string_view line) {
+  std::vector<std::string> words;
+  bool join_next = false;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    if (std::isspace(static_cast<unsigned char>(line[i]))) {
+      ++i;
+      continue;
+    }
+    auto end = i;
+    while (end < line.size() && !std::isspace(static_cast<unsigned char>(line[end]))) ++end;
+    std::string word(line.substr(i, end - i));
+    i = end;
+    bool joins_previous = !words.empty() && (join_next || word.front() == '=') &&
+                          words.size() > 1;  // Never glue onto the host itself.
+    if (joins_previous) {
+      words.back() += word;
+    } else {
+      words.push_back(std::move(word));
+    }
+    join_next = words.back().back() == '=';
+  }
+  return words;
+}
+
+// One hostfile line, comment and whitespace already gone; true when it named hosts.
+bool parse_line(std::string_view text, int line, Mention* m, Errors& errors) {
+  auto words = words_of(text);
+  const std::string& first = words.front();
+  bool ok = true;
+  if (first.find('=') != std::string::npos) {
+    errors.at(line, fmt::format("{}: a line starts with a host, not key=value", first));
+    return false;
+  }
+  if (first.front() == '^' || first.front() == '+') {
+    errors.at(line, fmt::format("{}: Open MPI's {} lines are not supported{}", first,
+                                first.front() == '^' ? "exclusion" : "relative-node",
+                                first.front() == '^' ? "; use --exclude" : ""));
+    ok = false;
+  } else if (!parse_host_token(first, m, errors, line, first)) {
+    ok = false;
+  }
+  std::optional<std::string> keyed_user;
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    auto eq = word.find('=');
+    if (eq == std::string::npos) {
+      if (find_key(word) && i + 1 < words.size()) {
+        errors.at(line, fmt::format("{} {}: write {}={}", word, words[i + 1], word, words[i + 1]));
+        ++i;
+      } else if (find_key(word)) {
+        errors.at(line, fmt::format("{}: missing '=' and value", word));
+      } else {
+        errors.at(line,
+                  fmt::format("{}: unexpected text after the host; expected key=value", word));
+      }
+      ok = false;
+      continue;
+    }
+    std::string_view name = std::string_view(word).substr(0, eq);
+    std::string_view value = std::string_view(word).substr(eq + 1);
+    auto key = find_key(name);
+    std::string why;
+    if (name.empty()) {
+      errors.at(line, fmt::format("{}: missing key before '='", word));
+      ok = false;
+    } else if (!key) {
+      errors.at(line, fmt::format("{}: unknown key '{}' (known: slots, max_slots, username, port)",
+                                  word, name));
+      ok = false;
+    } else if (*key == Key::kSlots) {
+      if (m->slots > 0) {  // From slots= earlier or host:N.
+        errors.at(line, fmt::format("{}: slots given twice on this line", word));
+        ok = false;
+      } else if (!parse_count(value, 1, &m->slots, &why)) {
+        errors.at(line, fmt::format("{}: {}", word, why));
+        ok = false;
+      }
+    } else if (*key == Key::kMaxSlots) {
+      if (m->max_slots > 0) {
+        errors.at(line, fmt::format("{}: max_slots given twice on this line", word));
+        ok = false;
+      } else if (!parse_count(value, 1, &m->max_slots, &why)) {
+        errors.at(line, fmt::format("{}: {}", word, why));
+        ok = false;
+      }
+    } else if (*key == Key::kUser) {
+      if (!check_user(value, &why)) {
+        errors.at(line, fmt::format("{}: {}", word, value.empty() ? "empty user" : why));
+        ok = false;
+      } else if (keyed_user || (!m->user.empty() && m->user != value)) {
+        errors.at(line, fmt::format("{}: user given twice on this line", word));
+        ok = false;
+      } else {
+        keyed_user = std::string(value);
+        m->user = value;
+      }
+    } else if (*key == Key::kPort) {
+      int port = 0;
+      if (!parse_count(value, 1, &port, &why) || port > 65535) {
+        errors.at(line, fmt::format("{}: not a port number (1-65535)", word));
+        ok = false;
+      } else if (m->port > 0) {
+        errors.at(line, fmt::format("{}: port given twice on this line", word));
+        ok = false;
+      } else {
+        m->port = port;
+      }
+    }
+  }
+  if (m->max_slots > 0 && m->slots > m->max_slots) {
+    errors.at(line, fmt::format("max_slots={}: less than slots={}", m->max_slots, m->slots));
+    ok = false;
+  }
+  return ok;
+}
+
+// Merges every mention of one host into one entry, the way Open MPI merges duplicates: slots
+// add up; user, port and max_slots must agree.
+class Merger {
+ public:
+  Merger(std::string_view source, Errors& errors) : source_(source), errors_(errors) {}
+
+  void add(const Mention& m, int line) {
+    for (const auto& host : m.hosts) add_one(host, m, line);
+  }
+
+  // The merged hosts, in first-mention order; checks what only the sum can show.
+  std::vector<HostEntry> finish() {
+    for (auto& entry : hosts_) {
+      if (conflicted_.count(host_key(entry.host))) continue;  // Already reported.
+      if (entry.max_slots > 0 && entry.slots > entry.max_slots) {
+        errors_.at(entry.line, fmt::format("{}: {} slots over all its lines exceed max_slots={}",
+                                           entry.host, entry.slots, entry.max_slots));
+      }
+    }
+    return std::move(hosts_);
+  }
+
+ private:
+  std::string where(int line) const {
+    return line > 0 ? fmt::format("line {}", line) : std::string("an earlier item");
+  }
+
+  void add_one(const std::string& host, const Mention& m, int line) {
+    int slots = m.slots > 0 ? m.slots : (m.max_slots > 0 ? m.max_slots : 1);
+    auto [it, fresh] = index_.try_emplace(host_key(host), hosts_.size());
+    if (fresh) {
+      HostEntry entry;
+      entry.host = host;
+      entry.user = m.user;
+      entry.port = m.port;
+      entry.slots = slots;
+      entry.max_slots = m.max_slots;
+      entry.slots_given = m.slots > 0 || m.max_slots > 0;
+      entry.source = std::string(source_);
+      entry.line = line;
+      hosts_.push_back(std::move(entry));
+      return;
+    }
+    HostEntry& entry = hosts_[it->second];
+    if (!m.user.empty() && !entry.user.empty() && m.user != entry.user) {
+      errors_.at(line, fmt::format("{}: user '{}' here, '{}' on {}", host, m.user, entry.user,
+                                   where(entry.line)));
+    }
+    if (m.port > 0 && entry.port > 0 && m.port != entry.port) {
+      errors_.at(line, fmt::format("{}: port {} here, {} on {}", host, m.port, entry.port,
+                                   where(entry.line)));
+    }
+    if (m.max_slots > 0 && entry.max_slots > 0 && m.max_slots != entry.max_slots) {
+      errors_.at(line, fmt::format("{}: max_slots={} here, max_slots={} on {}", host, m.max_slots,
+                                   entry.max_slots, where(entry.line)));
+      conflicted_.insert(it->first);
+    }
+    if (entry.user.empty()) entry.user = m.user;
+    if (entry.port == 0) entry.port = m.port;
+    if (entry.max_slots == 0) entry.max_slots = m.max_slots;
+    entry.slots_given = true;
+    if (entry.slots + slots > kMaxSlotsPerHost) {
+      errors_.at(line,
+                 fmt::format("{}: more than {} slots over all its lines", host, kMaxSlotsPerHost));
+    } else {
+      entry.slots += slots;
+    }
+  }
+
+  std::string_view source_;
+  Errors& errors_;
+  std::vector<HostEntry> hosts_;
+  std::map<std::string, std::size_t> index_;
+  std::set<std::string> conflicted_;  // Keys whose max_slots disagree: one error is enough.
+};
+
+HostList finish(Merger& merger, std::vector<HostfileError>* errors) {
+  HostList list;
+  list.hosts = merger.finish();
+  list.errors = std::move(*errors);
+  // Merge errors are found after the lines they concern; keep the report in file order.
+  std::stable_sort(list.errors.begin(), list.errors.end(),
+                   [](const HostfileError& a, const HostfileError& b) { return a.line < b.line; });
+  if (!list.errors.empty()) list.hosts.clear();
+  return list;
+}
+
+}  // namespace
+
+std::string format_error(const HostfileError& error) {
+  if (error.line > 0) return fmt::format("{}:{}: {}", error.file, error.line, error.message);
+  return fmt::format("{}: {}", error.file, error.message);
+}
+
+std::string host_key(std::string_view host) {
+  std::string key(host);
+  // IPv6 hosts are already canonical (lower-case hex); names compare without case.
+  for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return key;
+}
+
+HostList parse_hostfile(std::string_view text, std::string_view file_name) {
+  std::vector<HostfileError> error_list;
+  Errors errors(file_name, &error_list);
+  Merger merger(file_name, errors);
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // A UTF-8 byte-order mark.
+  int line_number = 0;
+  bool any_line = false;
+  while (!text.empty()) {
+    ++line_number;
+    auto newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+    line = line.substr(0, line.find('#'));
+    auto begin = line.find_first_not_of(" \t\r\f\v");
+    if (begin == std::string_view::npos) continue;
+    line = line.substr(begin, line.find_last_not_of(" \t\r\f\v") - begin + 1);
+    any_line = true;
+    Mention mention;
+    if (parse_line(line, line_number, &mention, errors)) merger.add(mention, line_number);
+  }
+  if (!any_line) errors.at(0, "no hosts: the file has only blank lines and comments");
+  return finish(merger, &error_list);
+}
+
+HostList read_hostfile(const std::string& path) {
+  HostList failed;
+  std::ifstream in(path, std::ios::binary);
+  struct stat st;
+  if (!in || ::stat(path.c_str(), &st) != 0) {
+    failed.errors.push_back({path, 0, fmt::format("cannot read: {}", std::strerror(errno))});
+    return failed;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    failed.errors.push_back({path, 0, "cannot read: is a directory"});
+    return failed;
+  }
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxHostfileBytes) {
+      failed.errors.push_back(
+          {path, 0, fmt::format("larger than the limit of {} bytes", kMaxHostfileBytes)});
+      return failed;
+    }
+  }
+  if (in.bad()) {
+    failed.errors.push_back({path, 0, fmt::format("read failed: {}", std::strerror(errno))});
+    return failed;
+  }
+  return parse_hostfile(text, path);
+}
+
+HostList parse_host_list(std::string_view spec) {
+  std::vector<HostfileError> error_list;
+  Errors errors(kHostListSource, &error_list);
+  Merger merger(kHostListSource, errors);
+  auto trimmed = spec.find_first_not_of(" \t");
+  if (trimmed == std::string_view::npos) {
+    errors.at(0, "empty host list");
+    return finish(merger, &error_list);
+  }
+  int index = 0;
+  for (std::string_view item : split_outside_brackets(spec, ',')) {
+    ++index;
+    auto begin = item.find_first_not_of(" \t");
+    if (begin == std::string_view::npos) {
+      errors.at(0, fmt::format("item {}: empty host (a stray ',')", index));
+      continue;
+    }
+    item = item.substr(begin, item.find_last_not_of(" \t") - begin + 1);
+    Mention mention;
+    std::string label = fmt::format("'{}'", item);
+    if (parse_host_token(item, &mention, errors, 0, label)) merger.add(mention, 0);
+  }
+  return finish(merger, &error_list);
+}
+
+}  // namespace mlrun
