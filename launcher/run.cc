@@ -260,7 +260,7 @@ int launch(const Options& o) {
   callbacks.routes = [&](int attempt, const WorkerSpec& w) {
     return routes_for(o, plan, run_dir, attempt, w);
   };
-  callbacks.on_first_failure = [&](const WorkerState& w) {
+  callbacks.on_first_failure = [&](const WorkerState& w, const std::deque<std::string>&) {
     fmt::print(stderr, "mlrun: rank {} (pid {}) ended with {}; stopping the other workers\n",
                w.spec.rank, w.pid, describe_status(w.wait_status));
   };

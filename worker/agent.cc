@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -70,6 +71,7 @@ struct Agent::Impl final : SupervisorHooks {
       : io(io),
         lifeline(lifeline),
         callbacks(std::move(callbacks)),
+        config(config),
         supervisor(spawner, *this, std::move(planner), config),
         signals(io, SIGINT, SIGTERM, SIGHUP),
         children(io, SIGCHLD),
@@ -78,6 +80,7 @@ struct Agent::Impl final : SupervisorHooks {
   asio::io_context& io;
   Lifeline& lifeline;
   AgentCallbacks callbacks;
+  SupervisorConfig config;
   Supervisor supervisor;
   asio::signal_set signals;
   asio::signal_set children;
@@ -155,10 +158,21 @@ struct Agent::Impl final : SupervisorHooks {
   }
 
   void on_first_failure(const WorkerState& worker) override {
-    if (callbacks.on_first_failure) callbacks.on_first_failure(worker);
+    if (!callbacks.on_first_failure) return;
+    static const std::deque<std::string> none;
+    for (auto& p : pipes) {
+      if (p.pid == worker.pid) return callbacks.on_first_failure(worker, p.err->output.tail().lines());
+    }
+    std::deque<std::string> spawn_error;
+    if (!worker.spawn_error.empty()) spawn_error.push_back(worker.spawn_error);
+    callbacks.on_first_failure(worker, spawn_error);
   }
 
-  void on_attempt_end(const AttemptResult& result, bool restarting) override {
+  // The stderr tails of an ended attempt's workers; reads what is left in their pipes and
+  // closes them. Idempotent: a second call returns the tails of the first.
+  std::vector<std::deque<std::string>> last_tails;
+  const std::vector<std::deque<std::string>>& finish_pipes(const AttemptResult& result) {
+    if (pipes.empty() && last_tails.size() == result.workers.size()) return last_tails;
     std::vector<std::deque<std::string>> tails(result.workers.size());
     for (std::size_t i = 0; i < result.workers.size(); ++i) {
       const WorkerState& w = result.workers[i];
@@ -182,7 +196,19 @@ struct Agent::Impl final : SupervisorHooks {
       retired.push_back(std::move(p));
     }
     pipes.clear();
+    last_tails = std::move(tails);
+    return last_tails;
+  }
+
+  void on_attempt_ended(const AttemptResult& result) override {
+    const auto& tails = finish_pipes(result);
+    if (callbacks.on_attempt_ended) callbacks.on_attempt_ended(result, tails);
+  }
+
+  void on_attempt_end(const AttemptResult& result, bool restarting) override {
+    const auto& tails = finish_pipes(result);
     if (callbacks.on_attempt_end) callbacks.on_attempt_end(result, restarting, tails);
+    last_tails.clear();
   }
 
   void arm_timer(std::chrono::milliseconds delay) override {
@@ -210,12 +236,20 @@ int Agent::run() {
   // Handlers first, then workers: no exit or signal can come before it can be seen.
   impl_->wait_signals();
   impl_->wait_children();
-  impl_->supervisor.start();
+  if (!impl_->config.settled_elsewhere) impl_->supervisor.start();
   // A worker may have ended between spawn and the first wait: look once before sleeping.
   impl_->reap();
   impl_->check_done();
   if (!impl_->supervisor.finished()) impl_->io.run();
   return impl_->supervisor.exit_code();
+}
+
+void Agent::post(std::function<void(Supervisor&)> fn) {
+  asio::post(impl_->io, [impl = impl_.get(), fn = std::move(fn)] {
+    if (impl->supervisor.finished()) return;
+    fn(impl->supervisor);
+    impl->check_done();
+  });
 }
 
 }  // namespace mlrun

@@ -29,8 +29,13 @@ struct WorkerRoutes {
 struct AgentCallbacks {
   /// Routes for a worker that is about to start.
   std::function<WorkerRoutes(int attempt, const WorkerSpec&)> routes;
-  /// The first failure of an attempt, before the teardown of the others.
-  std::function<void(const WorkerState&)> on_first_failure;
+  /// The first failure of an attempt, before the teardown of the others, with the last lines
+  /// of its stderr.
+  std::function<void(const WorkerState&, const std::deque<std::string>& stderr_tail)>
+      on_first_failure;
+  /// With SupervisorConfig::settled_elsewhere: this node's group of an attempt ended.
+  std::function<void(const AttemptResult&, const std::vector<std::deque<std::string>>& tails)>
+      on_attempt_ended;
   /// An attempt ended. stderr_tails[i] are the last stderr lines of result.workers[i].
   std::function<void(const AttemptResult&, bool restarting,
                      const std::vector<std::deque<std::string>>& stderr_tails)>
@@ -47,8 +52,13 @@ class Agent {
         Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks);
   ~Agent();
 
-  /// Runs the group to the end and returns the exit code (see Supervisor::exit_code).
+  /// Runs the group to the end and returns the exit code (see Supervisor::exit_code). With
+  /// settled_elsewhere, nothing starts until a posted begin_attempt.
   int run();
+
+  /// Runs fn on the loop's thread with the supervisor, then ends the loop if the job is over.
+  /// Safe to call from any thread.
+  void post(std::function<void(Supervisor&)> fn);
 
  private:
   struct Impl;
