@@ -57,6 +57,8 @@ bool check_name(std::string_view name, std::string* error) {
   return true;
 }
 
+}  // namespace
+
 bool canonical_ipv6(std::string_view text, std::string* out, std::string* error) {
   std::string_view address = text, zone;
   if (auto percent = text.find('%'); percent != std::string_view::npos) {
@@ -78,8 +80,6 @@ bool canonical_ipv6(std::string_view text, std::string* out, std::string* error)
   if (!zone.empty()) *out += fmt::format("%{}", zone);
   return true;
 }
-
-}  // namespace
 
 bool split_host_suffix(std::string_view text, HostAndSuffix* out, std::string* error) {
   *out = {};

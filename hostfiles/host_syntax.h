@@ -26,6 +26,9 @@ bool split_host_suffix(std::string_view text, HostAndSuffix* out, std::string* e
 bool expand_hosts(std::string_view host, bool ipv6, std::vector<std::string>* out,
                   std::string* error);
 
+/// "fe80:0::1%eth0" -> "fe80::1%eth0"; false with *error when inet_pton refuses the address.
+bool canonical_ipv6(std::string_view text, std::string* out, std::string* error);
+
 /// Splits "a,b[1-2,4],c" at the commas outside brackets.
 std::vector<std::string_view> split_outside_brackets(std::string_view text, char separator);
 

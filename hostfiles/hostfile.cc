@@ -321,8 +321,8 @@ std::string format_error(const HostfileError& error) {
 }
 
 std::string host_key(std::string_view host) {
-  std::string key(host);
-  // IPv6 hosts are already canonical (lower-case hex); names compare without case.
+  std::string key(host), unused;
+  if (key.find(':') != std::string::npos) canonical_ipv6(host, &key, &unused);
   for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return key;
 }

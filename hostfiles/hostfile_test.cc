@@ -513,6 +513,12 @@ TEST(HostFilter, SecondFilterSeesTheFirstOnesSlots) {
             (Strings{"--include: 'a': slot 0 out of range: a has slots 1,3"}));
 }
 
+TEST(HostKey, NamesWithoutCaseIpv6Canonical) {
+  EXPECT_EQ(host_key("Node01.Cluster"), host_key("node01.cluster"));
+  EXPECT_EQ(host_key("FE80:0::1"), host_key("fe80::1"));
+  EXPECT_NE(host_key("node1"), host_key("node01"));
+}
+
 TEST(HostfileError, Format) {
   EXPECT_EQ(format_error({"hosts.txt", 3, "slots=abc: not a positive integer"}),
             "hosts.txt:3: slots=abc: not a positive integer");
