@@ -1,0 +1,131 @@
+// `mlrun doctor` (DESIGN §7): what this machine has for distributed training, and what mlrun
+// would choose and set here, and why. The probes (device files, dlopen, mpirun --version, a
+// bounded python start) fill a plain report; formatting it as text or JSON is pure and
+// unit-tested. The report holds one section per host so that the multi-node checks (SSH and
+// rendezvous-port reachability of every host of a hostfile) slot in; until they exist the
+// report says "not implemented yet" rather than guessing.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "worker/network.h"
+
+namespace mlrun {
+
+/// `mlrun doctor` flags.
+struct DoctorOptions {
+  bool json = false;             ///< --json: the report as one JSON object.
+  bool help = false;             ///< -h / --help.
+  std::string hostfile;          ///< --hostfile F: hosts for the remote checks.
+  std::string hosts;             ///< -H / --hosts LIST.
+  std::string master_addr;       ///< --master_addr: the interface choice prefers its subnet.
+  std::string iface = "auto";    ///< --iface NAME|auto, as the launcher takes it.
+  std::string backend = "auto";  ///< --backend auto|nccl|gloo|mpi, as the launcher takes it.
+  double python_timeout = 20;    ///< --python-timeout SECONDS for the PyTorch probe; 0 skips it.
+};
+
+struct DoctorArgs {
+  DoctorOptions options;
+  std::vector<std::string> errors;  ///< Every user error, in order.
+};
+
+/// Parses the arguments after the word `doctor`.
+DoctorArgs parse_doctor_args(const std::vector<std::string>& args);
+
+/// The `mlrun doctor --help` text.
+std::string doctor_usage();
+
+/// Whether a library or tool was found, which version, where, and how that was determined.
+struct Component {
+  bool found = false;
+  bool checked = true;  ///< false: the check was skipped or ran out of time; found means nothing.
+  std::string version;  ///< Empty when not known.
+  std::string path;     ///< The file found (library or executable).
+  std::string how;      ///< How it was determined: "dlopen libnccl.so.2 + ncclGetVersion".
+  std::string note;     ///< Why not found, or a caveat; may be empty.
+};
+
+struct GpuReport {
+  int device_files = 0;  ///< /dev/nvidiaN.
+  int visible = 0;       ///< What workers see: CUDA_VISIBLE_DEVICES when set, else the above.
+  std::optional<std::string> cuda_visible_devices;
+  std::vector<std::string> models;  ///< "Model:" of /proc/driver/nvidia/gpus/*/information.
+};
+
+struct BackendChoice {
+  std::string name;    ///< nccl, gloo or mpi.
+  std::string reason;  ///< One line: why.
+};
+
+/// One variable mlrun would set for every worker.
+struct DoctorVariable {
+  std::string name;
+  std::string value;                      ///< mlrun's value.
+  std::optional<std::string> user_value;  ///< The environment's own value, which wins.
+  bool is_default = true;                 ///< A default (the user wins) or always set.
+};
+
+/// One host's section of the report.
+struct HostReport {
+  std::string host;
+  bool local = true;
+  GpuReport gpus;
+  Component nccl, gloo, mpi, torch;
+  std::vector<NetInterface> interfaces;
+  bool infiniband = false;  ///< An InfiniBand device exists (/sys/class/infiniband).
+  std::string master_addr;  ///< What the interface choice was made against; empty: none.
+  InterfaceChoice iface;
+  BackendChoice backend;
+  std::vector<DoctorVariable> variables;
+  std::vector<std::string> errors;  ///< A flag this host cannot honour (--iface of a missing one).
+};
+
+struct DoctorReport {
+  std::vector<HostReport> hosts;  ///< This host first.
+  /// The multi-node part: which hosts were asked for (hostfile or -H), and what of them is
+  /// checked. Empty when none were given.
+  std::string remote_hosts;
+  std::string remote_status;
+};
+
+/// --backend auto: NCCL where NVIDIA GPUs and NCCL are present, else Gloo; an explicit choice
+/// is kept. The reason says what decided it.
+BackendChoice choose_backend(const std::string& requested, int gpus, const Component& nccl);
+
+/// ncclGetVersion's code as "major.minor.patch": 2.9 and later encode X*10000+Y*100+Z, older
+/// ones X*1000+Y*100+Z.
+std::string decode_nccl_version(int code);
+
+/// The "Model:" value of a /proc/driver/nvidia/gpus/*/information file; empty when absent.
+std::string parse_gpu_model(std::string_view information);
+
+/// The "Version:" of package in dpkg's status file text, when it is installed; else empty.
+std::string dpkg_installed_version(std::string_view status, std::string_view package);
+
+/// "InfiniBand", "loopback", "virtual" or "ethernet" (any other physical interface).
+std::string interface_kind(const NetInterface& i);
+
+/// The variables mlrun would set (MLRUN_BACKEND always; the network defaults unless the user's
+/// environment has them), each with the user's value where env has one. env is "NAME=value".
+std::vector<DoctorVariable> doctor_variables(
+    const std::string& backend, const std::vector<std::pair<std::string, std::string>>& defaults,
+    const std::vector<std::string>& env);
+
+/// Probes this host.
+HostReport probe_local_host(const DoctorOptions& options);
+
+/// The report as text for a terminal.
+std::string format_doctor_text(const DoctorReport& report);
+/// The report as JSON (the --json schema; see docs/backends.md).
+nlohmann::json doctor_json(const DoctorReport& report);
+
+/// `mlrun doctor [--json] [--hostfile F | -H LIST] ...`: prints the report; 0, or 2 for a
+/// usage error.
+int doctor_command(const std::vector<std::string>& args);
+
+}  // namespace mlrun
