@@ -56,7 +56,8 @@ struct MpiCommand {
 /// Ranks fill the hosts in order (--map-by slot), as DESIGN §4 lays them out. Binding is off:
 /// mlrun's workers (PyTorch, data loaders) start their own threads, and Open MPI's default
 /// binding with np > 2 pins each rank to one socket or core. --oversubscribe when a host runs
-/// more ranks than its known cores (Open MPI refuses otherwise). Values reach the ranks through
+/// more ranks than its known cores: with slots= given Open MPI 4.1 already runs that many, and
+/// the flag keeps its core-count checks from refusing the plan. Values reach the ranks through
 /// mpirun's environment (env), never its argv, so a secret such as MLRUN_RDZV_TOKEN stays out
 /// of `ps`. Throws std::invalid_argument for a job mpirun cannot run as planned: no hosts, no
 /// program, world_size < 1 or above the slots, a host with slots < 1, a host name that starts
