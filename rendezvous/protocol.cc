@@ -1,0 +1,516 @@
+#include "rendezvous/protocol.h"
+
+#include <cstring>
+#include <type_traits>
+
+namespace mlrun::rendezvous::proto {
+namespace {
+
+// Fields are little-endian integers and strings as u32 length + bytes. The reader checks every
+// length against both its limit and the bytes left before it allocates.
+class Writer {
+ public:
+  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(std::uint32_t v) { le(v); }
+  void i32(std::int32_t v) { le(static_cast<std::uint32_t>(v)); }
+  void u64(std::uint64_t v) { le(v); }
+  void i64(std::int64_t v) { le(static_cast<std::uint64_t>(v)); }
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    out_.append(s);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  template <typename T>
+  void le(T v) {
+    for (std::size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
+  bool u8(std::uint8_t& v) {
+    if (left() < 1) return fail(Status::kBadFrame, "payload ends inside a field");
+    v = bytes_[pos_++];
+    return true;
+  }
+  bool u32(std::uint32_t& v) { return le(v); }
+  bool i32(std::int32_t& v) {
+    std::uint32_t u;
+    if (!le(u)) return false;
+    v = static_cast<std::int32_t>(u);
+    return true;
+  }
+  bool u64(std::uint64_t& v) { return le(v); }
+  bool i64(std::int64_t& v) {
+    std::uint64_t u;
+    if (!le(u)) return false;
+    v = static_cast<std::int64_t>(u);
+    return true;
+  }
+  bool str(std::string& s, std::size_t limit, std::string_view too_long) {
+    std::uint32_t n;
+    if (!u32(n)) return false;
+    if (n > limit) return fail(Status::kLimitExceeded, too_long);
+    if (n > left()) return fail(Status::kBadFrame, "string length runs past the payload");
+    s.assign(reinterpret_cast<const char*>(bytes_.data() + pos_), n);
+    pos_ += n;
+    return true;
+  }
+  bool end() {
+    if (left() != 0) return fail(Status::kBadFrame, "trailing bytes after the last field");
+    return true;
+  }
+  bool fail(Status status, std::string_view what) {
+    if (error_ == Status::kOk) {
+      error_ = status;
+      what_ = what;
+    }
+    return false;
+  }
+  std::size_t left() const { return bytes_.size() - pos_; }
+  Status error() const { return error_; }
+  std::string_view what() const { return what_; }
+
+ private:
+  template <typename T>
+  bool le(T& v) {
+    if (left() < sizeof(T)) return fail(Status::kBadFrame, "payload ends inside a field");
+    v = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(bytes_[pos_ + i]) << (8 * i);
+    pos_ += sizeof(T);
+    return true;
+  }
+  std::span<const std::uint8_t> bytes_;
+  std::size_t pos_ = 0;
+  Status error_ = Status::kOk;
+  std::string_view what_;
+};
+
+std::uint32_t load32(const std::uint8_t* p) {
+  return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
+         std::uint32_t{p[3]} << 24;
+}
+void store32(std::uint8_t* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+std::string frame(std::uint8_t op, Status status, std::uint32_t request_id, std::string payload) {
+  Header h;
+  h.op = op;
+  h.status = status;
+  h.request_id = request_id;
+  h.payload_bytes = static_cast<std::uint32_t>(payload.size());
+  std::string out(kHeaderBytes, '\0');
+  encode_header(h, reinterpret_cast<std::uint8_t*>(out.data()));
+  out += payload;
+  return out;
+}
+
+void write_body(Writer& w, const Hello& r) {
+  w.str(r.token);
+  w.str(r.job_id);
+}
+void write_body(Writer& w, const Join& r) {
+  w.str(r.group);
+  w.u32(r.size);
+  w.i32(r.index);
+  w.u32(r.weight);
+  w.u32(r.timeout_ms);
+}
+void write_body(Writer& w, const Set& r) {
+  w.str(r.key);
+  w.str(r.value);
+}
+void write_body(Writer& w, const Get& r) {
+  w.str(r.key);
+  w.u32(r.timeout_ms);
+}
+void write_body(Writer& w, const Add& r) {
+  w.str(r.key);
+  w.i64(r.delta);
+}
+void write_body(Writer& w, const CompareSet& r) {
+  w.str(r.key);
+  w.str(r.expected);
+  w.str(r.desired);
+}
+void write_body(Writer& w, const Wait& r) {
+  w.u32(static_cast<std::uint32_t>(r.keys.size()));
+  for (const auto& k : r.keys) w.str(k);
+  w.u32(r.timeout_ms);
+}
+void write_body(Writer& w, const Delete& r) {
+  w.str(r.key);
+}
+void write_body(Writer& w, const Barrier& r) {
+  w.str(r.name);
+  w.u32(r.count);
+  w.u32(r.timeout_ms);
+}
+void write_body(Writer&, const Heartbeat&) {}
+void write_body(Writer& w, const Abort& r) {
+  w.str(r.reason);
+}
+
+constexpr std::string_view kKeyTooLong = "key longer than kMaxKeyBytes";
+
+bool read_body(Reader& r, Hello& out) {
+  return r.str(out.token, kMaxTokenBytes, "token longer than kMaxTokenBytes") &&
+         r.str(out.job_id, kMaxJobIdBytes, "job id longer than kMaxJobIdBytes");
+}
+bool read_body(Reader& r, Join& out) {
+  if (!r.str(out.group, kMaxKeyBytes, "group name longer than kMaxKeyBytes") || !r.u32(out.size) ||
+      !r.i32(out.index) || !r.u32(out.weight) || !r.u32(out.timeout_ms)) {
+    return false;
+  }
+  if (out.size == 0 || out.size > kMaxGroupSize) {
+    return r.fail(Status::kLimitExceeded, "join size is 0 or above kMaxGroupSize");
+  }
+  if (out.weight > kMaxJoinWeight) {
+    return r.fail(Status::kLimitExceeded, "join weight above kMaxJoinWeight");
+  }
+  if (out.index < -1 || (out.index >= 0 && static_cast<std::uint32_t>(out.index) >= out.size)) {
+    return r.fail(Status::kInvalidArgument, "join index outside [-1, size)");
+  }
+  return true;
+}
+bool read_body(Reader& r, Set& out) {
+  return r.str(out.key, kMaxKeyBytes, kKeyTooLong) &&
+         r.str(out.value, kMaxValueBytes, "value longer than kMaxValueBytes");
+}
+bool read_body(Reader& r, Get& out) {
+  return r.str(out.key, kMaxKeyBytes, kKeyTooLong) && r.u32(out.timeout_ms);
+}
+bool read_body(Reader& r, Add& out) {
+  return r.str(out.key, kMaxKeyBytes, kKeyTooLong) && r.i64(out.delta);
+}
+bool read_body(Reader& r, CompareSet& out) {
+  return r.str(out.key, kMaxKeyBytes, kKeyTooLong) &&
+         r.str(out.expected, kMaxValueBytes, "value longer than kMaxValueBytes") &&
+         r.str(out.desired, kMaxValueBytes, "value longer than kMaxValueBytes");
+}
+bool read_body(Reader& r, Wait& out) {
+  std::uint32_t count;
+  if (!r.u32(count)) return false;
+  if (count > kMaxKeysPerWait)
+    return r.fail(Status::kLimitExceeded, "more keys than kMaxKeysPerWait");
+  // Each key takes at least its 4-byte length: a count the payload cannot hold is rejected
+  // before the vector is sized.
+  if (count > r.left() / 4) return r.fail(Status::kBadFrame, "key count runs past the payload");
+  out.keys.resize(count);
+  for (auto& k : out.keys) {
+    if (!r.str(k, kMaxKeyBytes, kKeyTooLong)) return false;
+  }
+  return r.u32(out.timeout_ms);
+}
+bool read_body(Reader& r, Delete& out) {
+  return r.str(out.key, kMaxKeyBytes, kKeyTooLong);
+}
+bool read_body(Reader& r, Barrier& out) {
+  if (!r.str(out.name, kMaxKeyBytes, "barrier name longer than kMaxKeyBytes") ||
+      !r.u32(out.count) || !r.u32(out.timeout_ms)) {
+    return false;
+  }
+  if (out.count == 0 || out.count > kMaxGroupSize) {
+    return r.fail(Status::kLimitExceeded, "barrier count is 0 or above kMaxGroupSize");
+  }
+  return true;
+}
+bool read_body(Reader&, Heartbeat&) {
+  return true;
+}
+bool read_body(Reader& r, Abort& out) {
+  return r.str(out.reason, kMaxMessageBytes, "abort reason longer than kMaxMessageBytes");
+}
+
+template <typename T>
+bool parse_as(std::span<const std::uint8_t> payload, Request& out, Status* error,
+              std::string_view* what) {
+  Reader r(payload);
+  T body;
+  if (read_body(r, body) && r.end()) {
+    out = std::move(body);
+    return true;
+  }
+  *error = r.error();
+  *what = r.what();
+  return false;
+}
+
+}  // namespace
+
+bool is_known_op(std::uint8_t op) {
+  return op >= static_cast<std::uint8_t>(Op::kHello) && op <= static_cast<std::uint8_t>(Op::kAbort);
+}
+
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::kHello:
+      return "hello";
+    case Op::kJoin:
+      return "join";
+    case Op::kSet:
+      return "set";
+    case Op::kGet:
+      return "get";
+    case Op::kAdd:
+      return "add";
+    case Op::kCompareSet:
+      return "compare_set";
+    case Op::kWait:
+      return "wait";
+    case Op::kDelete:
+      return "delete";
+    case Op::kBarrier:
+      return "barrier";
+    case Op::kHeartbeat:
+      return "heartbeat";
+    case Op::kAbort:
+      return "abort";
+  }
+  return "unknown";
+}
+
+std::string_view status_name(Status status) {
+  switch (status) {
+    case Status::kOk:
+      return "ok";
+    case Status::kNotFound:
+      return "not found";
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kAuthFailed:
+      return "authentication failed";
+    case Status::kAborted:
+      return "aborted";
+    case Status::kBadFrame:
+      return "bad frame";
+    case Status::kUnsupportedVersion:
+      return "unsupported version";
+    case Status::kInvalidArgument:
+      return "invalid argument";
+    case Status::kConflict:
+      return "conflict";
+    case Status::kLimitExceeded:
+      return "limit exceeded";
+    case Status::kShuttingDown:
+      return "shutting down";
+  }
+  return "unknown status";
+}
+
+void encode_header(const Header& h, std::uint8_t out[kHeaderBytes]) {
+  store32(out, kMagic);
+  out[4] = h.version;
+  out[5] = h.op;
+  auto status = static_cast<std::uint16_t>(h.status);
+  out[6] = static_cast<std::uint8_t>(status);
+  out[7] = static_cast<std::uint8_t>(status >> 8);
+  store32(out + 8, h.request_id);
+  store32(out + 12, h.payload_bytes);
+}
+
+DecodeResult decode_header(std::span<const std::uint8_t> bytes, Header& out,
+                           std::size_t max_payload) {
+  DecodeResult result;
+  // Check the magic on however many bytes are there, so that garbage is refused at once rather
+  // than after waiting for a whole header that may never come.
+  static constexpr std::uint8_t kMagicBytes[4] = {'M', 'L', 'R', 'Z'};
+  std::size_t have = bytes.size() < 4 ? bytes.size() : 4;
+  if (have > 0 && std::memcmp(bytes.data(), kMagicBytes, have) != 0) {
+    result.status = DecodeStatus::kError;
+    result.error = Status::kBadFrame;
+    result.what = "bad magic";
+    return result;
+  }
+  if (bytes.size() < kHeaderBytes) return result;
+  out.version = bytes[4];
+  out.op = bytes[5];
+  out.status = static_cast<Status>(std::uint16_t{bytes[6]} | std::uint16_t{bytes[7]} << 8);
+  out.request_id = load32(bytes.data() + 8);
+  out.payload_bytes = load32(bytes.data() + 12);
+  result.status = DecodeStatus::kError;
+  if (out.version != kVersion) {
+    result.error = Status::kUnsupportedVersion;
+    result.what = "unsupported protocol version";
+  } else if (out.payload_bytes > max_payload) {
+    result.error = Status::kLimitExceeded;
+    result.what = "payload longer than the frame limit";
+  } else {
+    result.status = DecodeStatus::kOk;
+    result.consumed = kHeaderBytes;
+  }
+  return result;
+}
+
+DecodeResult decode_frame(std::span<const std::uint8_t> bytes, Header& header,
+                          std::span<const std::uint8_t>& payload, std::size_t max_payload) {
+  DecodeResult result = decode_header(bytes, header, max_payload);
+  if (result.status != DecodeStatus::kOk) return result;
+  if (bytes.size() - kHeaderBytes < header.payload_bytes) {
+    result.status = DecodeStatus::kNeedMore;
+    result.consumed = 0;
+    return result;
+  }
+  payload = bytes.subspan(kHeaderBytes, header.payload_bytes);
+  result.consumed = kHeaderBytes + header.payload_bytes;
+  return result;
+}
+
+Op op_of(const Request& request) {
+  static constexpr Op kOps[] = {Op::kHello,   Op::kJoin,       Op::kSet,  Op::kGet,
+                                Op::kAdd,     Op::kCompareSet, Op::kWait, Op::kDelete,
+                                Op::kBarrier, Op::kHeartbeat,  Op::kAbort};
+  static_assert(std::variant_size_v<Request> == std::size(kOps));
+  return kOps[request.index()];
+}
+
+std::string encode_request(std::uint32_t request_id, const Request& request) {
+  Writer w;
+  std::visit([&](const auto& body) { write_body(w, body); }, request);
+  return frame(static_cast<std::uint8_t>(op_of(request)), Status::kOk, request_id, w.take());
+}
+
+bool parse_request(std::uint8_t op, std::span<const std::uint8_t> payload, Request& out,
+                   Status* error, std::string_view* what) {
+  switch (static_cast<Op>(op)) {
+    case Op::kHello:
+      return parse_as<Hello>(payload, out, error, what);
+    case Op::kJoin:
+      return parse_as<Join>(payload, out, error, what);
+    case Op::kSet:
+      return parse_as<Set>(payload, out, error, what);
+    case Op::kGet:
+      return parse_as<Get>(payload, out, error, what);
+    case Op::kAdd:
+      return parse_as<Add>(payload, out, error, what);
+    case Op::kCompareSet:
+      return parse_as<CompareSet>(payload, out, error, what);
+    case Op::kWait:
+      return parse_as<Wait>(payload, out, error, what);
+    case Op::kDelete:
+      return parse_as<Delete>(payload, out, error, what);
+    case Op::kBarrier:
+      return parse_as<Barrier>(payload, out, error, what);
+    case Op::kHeartbeat:
+      return parse_as<Heartbeat>(payload, out, error, what);
+    case Op::kAbort:
+      return parse_as<Abort>(payload, out, error, what);
+  }
+  *error = Status::kBadFrame;
+  *what = "unknown op";
+  return false;
+}
+
+namespace {
+std::uint8_t reply_op(Op op) {
+  return static_cast<std::uint8_t>(op) | kReplyBit;
+}
+}  // namespace
+
+std::string encode_reply(Op op, std::uint32_t id, const HelloReply& body) {
+  Writer w;
+  w.u8(body.server_version);
+  return frame(reply_op(op), Status::kOk, id, w.take());
+}
+std::string encode_reply(Op op, std::uint32_t id, const JoinReply& body) {
+  Writer w;
+  w.u32(body.index);
+  w.u32(body.size);
+  w.u64(body.offset);
+  w.u64(body.total);
+  return frame(reply_op(op), Status::kOk, id, w.take());
+}
+std::string encode_reply(Op op, std::uint32_t id, const ValueReply& body) {
+  Writer w;
+  w.str(body.value);
+  return frame(reply_op(op), Status::kOk, id, w.take());
+}
+std::string encode_reply(Op op, std::uint32_t id, const AddReply& body) {
+  Writer w;
+  w.i64(body.value);
+  return frame(reply_op(op), Status::kOk, id, w.take());
+}
+std::string encode_reply(Op op, std::uint32_t id, const CompareSetReply& body) {
+  Writer w;
+  w.u8(body.swapped ? 1 : 0);
+  w.str(body.value);
+  return frame(reply_op(op), Status::kOk, id, w.take());
+}
+std::string encode_reply(Op op, std::uint32_t id, const DeleteReply& body) {
+  Writer w;
+  w.u8(body.existed ? 1 : 0);
+  return frame(reply_op(op), Status::kOk, id, w.take());
+}
+std::string encode_reply(Op op, std::uint32_t id, const EmptyReply&) {
+  return frame(reply_op(op), Status::kOk, id, {});
+}
+std::string encode_error(std::uint8_t op, std::uint32_t id, Status status,
+                         std::string_view message) {
+  if (message.size() > kMaxMessageBytes) message = message.substr(0, kMaxMessageBytes);
+  return frame(op | kReplyBit, status, id, std::string(message));
+}
+
+bool parse_reply(std::span<const std::uint8_t> payload, HelloReply& out) {
+  Reader r(payload);
+  return r.u8(out.server_version) && r.end();
+}
+bool parse_reply(std::span<const std::uint8_t> payload, JoinReply& out) {
+  Reader r(payload);
+  return r.u32(out.index) && r.u32(out.size) && r.u64(out.offset) && r.u64(out.total) && r.end() &&
+         out.index < out.size;
+}
+bool parse_reply(std::span<const std::uint8_t> payload, ValueReply& out) {
+  Reader r(payload);
+  return r.str(out.value, kMaxValueBytes, "") && r.end();
+}
+bool parse_reply(std::span<const std::uint8_t> payload, AddReply& out) {
+  Reader r(payload);
+  return r.i64(out.value) && r.end();
+}
+bool parse_reply(std::span<const std::uint8_t> payload, CompareSetReply& out) {
+  Reader r(payload);
+  std::uint8_t swapped;
+  if (!r.u8(swapped) || !r.str(out.value, kMaxValueBytes, "") || !r.end()) return false;
+  out.swapped = swapped != 0;
+  return true;
+}
+bool parse_reply(std::span<const std::uint8_t> payload, DeleteReply& out) {
+  Reader r(payload);
+  std::uint8_t existed;
+  if (!r.u8(existed) || !r.end()) return false;
+  out.existed = existed != 0;
+  return true;
+}
+bool parse_reply(std::span<const std::uint8_t> payload, EmptyReply&) {
+  return payload.empty();
+}
+
+std::string error_message(std::span<const std::uint8_t> payload) {
+  std::size_t n = payload.size() < kMaxMessageBytes ? payload.size() : kMaxMessageBytes;
+  return std::string(reinterpret_cast<const char*>(payload.data()), n);
+}
+
+std::string sanitize(std::span<const std::uint8_t> bytes, std::size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  std::size_t n = bytes.size() < max_bytes ? bytes.size() : max_bytes;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint8_t c = bytes[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  if (bytes.size() > n) out += "...";
+  return out;
+}
+
+}  // namespace mlrun::rendezvous::proto

@@ -1,0 +1,993 @@
+#include "rendezvous/server.h"
+
+#include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include "rendezvous/protocol.h"
+
+namespace mlrun::rendezvous {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+using namespace proto;
+
+namespace {
+
+// Connections with unflushed bytes get this long at most to drain before they are cut.
+constexpr auto kMaxLinger = std::chrono::seconds(1);
+// After accept fails for lack of descriptors, wait this long before trying again (retrying at
+// once would spin: the pending connection stays in the backlog).
+constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
+// Connections taken from the backlog synchronously per wake-up, before yielding to the loop.
+constexpr int kAcceptBurst = 512;
+
+enum class Held { kNone, kGet, kWait, kBarrier, kJoin };
+
+struct Conn {
+  Conn(asio::io_context& io, tcp::socket s) : socket(std::move(s)), deadline(io), wait_timer(io) {}
+
+  tcp::socket socket;
+  asio::steady_timer deadline;    // handshake, rest of a frame, or flushing before close
+  asio::steady_timer wait_timer;  // timeout of the held request
+  std::uint64_t deadline_seq = 0;
+  std::string peer;
+  bool authed = false;
+  bool closing = false;    // last reply queued; close once it is flushed
+  bool closed = false;     // out of the registry, socket closed
+  bool in_flight = false;  // a request read and not yet answered
+  std::uint8_t header_bytes[kHeaderBytes];
+  Header header;
+  std::vector<std::uint8_t> payload;
+  // At most two frames: the reply to the one request in flight, and a final error.
+  std::deque<std::string> out;
+  bool writing = false;
+
+  // The held (blocking) request, answered when its condition holds or its timer fires.
+  Held held = Held::kNone;
+  std::uint64_t held_seq = 0;
+  Op held_op = Op::kHello;
+  std::uint32_t held_id = 0;
+  std::uint32_t held_timeout_ms = 0;
+  std::string held_name;  // get/wait: the key registered on; barrier/join: the name
+  std::vector<std::string> wait_keys;
+  std::size_t wait_next = 0;  // wait: index of the first key not yet seen set
+};
+using ConnPtr = std::shared_ptr<Conn>;
+
+struct BarrierState {
+  std::uint32_t count = 0;
+  std::unordered_set<Conn*> arrived;
+};
+
+struct JoinMember {
+  std::uint64_t seq = 0;  // join order
+  std::int32_t index = -1;
+  std::uint32_t weight = 1;
+};
+
+struct JoinGroup {
+  std::uint32_t size = 0;
+  bool complete = false;
+  std::unordered_map<Conn*, JoinMember> members;
+  std::unordered_set<std::int32_t> claimed;
+};
+
+std::string endpoint_text(const asio::ip::address& address, int port) {
+  if (address.is_v6()) return fmt::format("[{}]:{}", address.to_string(), port);
+  return fmt::format("{}:{}", address.to_string(), port);
+}
+
+// Compares in time that depends on the expected token's length only, not on where a guess
+// first differs.
+bool same_token(std::string_view given, std::string_view expected) {
+  unsigned diff = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+std::string quoted(std::string_view s) {
+  return "\"" + sanitize({reinterpret_cast<const std::uint8_t*>(s.data()), s.size()}, 128) + "\"";
+}
+
+}  // namespace
+
+std::size_t raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return static_cast<std::size_t>(limit.rlim_cur);
+}
+
+class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(asio::io_context& io, ServerOptions options)
+      : io_(io), options_(std::move(options)), acceptor_(io), retry_timer_(io) {}
+
+  void listen();
+  int port() const { return port_; }
+  std::string endpoint() const { return endpoint_; }
+  void abort(std::string_view reason);
+  void clear_abort() { aborted_.reset(); }
+  const std::optional<std::string>& aborted() const { return aborted_; }
+  std::size_t connections() const { return conns_.size(); }
+  void stop();
+
+ private:
+  void log(std::string_view line) {
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::fprintf(stderr, "mlrun rdzv: %.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  }
+
+  // Accepting.
+  void accept();
+  void drain_backlog();
+  void adopt(tcp::socket socket);
+
+  // Reading and writing.
+  void read_header(const ConnPtr& c);
+  void read_payload(const ConnPtr& c);
+  void arm_deadline(const ConnPtr& c, std::chrono::milliseconds after, std::string_view why);
+  void send(const ConnPtr& c, std::string frame);
+  void write_next(const ConnPtr& c);
+  void reply(const ConnPtr& c, std::string frame) {
+    c->in_flight = false;
+    send(c, std::move(frame));
+  }
+  // Replies with an error, logs one line with the peer, and closes after the reply is sent.
+  void refuse(const ConnPtr& c, std::uint8_t op, std::uint32_t id, Status status,
+              std::string_view message, std::string_view log_line);
+  void close_after_flush(const ConnPtr& c);
+  void linger(const ConnPtr& c);
+  void close(const ConnPtr& c);
+
+  // Requests.
+  void on_frame(const ConnPtr& c);
+  void on_hello(const ConnPtr& c, const Hello& r);
+  void dispatch(const ConnPtr& c, Request& request);
+  void handle(const ConnPtr& c, Set& r);
+  void handle(const ConnPtr& c, Get& r);
+  void handle(const ConnPtr& c, Add& r);
+  void handle(const ConnPtr& c, CompareSet& r);
+  void handle(const ConnPtr& c, Wait& r);
+  void handle(const ConnPtr& c, Delete& r);
+  void handle(const ConnPtr& c, Barrier& r);
+  void handle(const ConnPtr& c, Join& r);
+  void handle(const ConnPtr& c, Heartbeat& r);
+  void handle(const ConnPtr& c, Abort& r);
+  void handle(const ConnPtr&, Hello&) {}
+
+  // The store.
+  bool store(const ConnPtr& c, const std::string& key, std::string value);
+  void notify(const std::string& key);
+  bool advance_wait(Conn& c);
+
+  // Held requests.
+  void hold(const ConnPtr& c, Held kind, std::uint32_t timeout_ms, std::string name);
+  void unhold(Conn& c);
+  void on_timeout(const ConnPtr& c);
+  ConnPtr find(Conn* c) {
+    auto it = conns_.find(c);
+    return it == conns_.end() ? nullptr : it->second;
+  }
+
+  asio::io_context& io_;
+  ServerOptions options_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer retry_timer_;
+  int port_ = 0;
+  std::string endpoint_;
+  bool stopped_ = false;
+  std::optional<std::string> aborted_;
+  std::chrono::steady_clock::time_point last_accept_error_log_{};
+
+  std::unordered_map<Conn*, ConnPtr> conns_;
+  std::unordered_map<std::string, std::string> store_;
+  std::size_t store_bytes_ = 0;
+  std::unordered_map<std::string, std::unordered_set<Conn*>> key_waiters_;
+  std::unordered_map<std::string, BarrierState> barriers_;
+  std::unordered_map<std::string, JoinGroup> groups_;
+  std::uint64_t join_seq_ = 0;
+};
+
+// --- Accepting -------------------------------------------------------------------------------
+
+void ServerCore::Impl::listen() {
+  if (options_.token.empty()) throw Error("listen", "", options_.host, "the token is empty");
+  if (options_.token.size() > kMaxTokenBytes) {
+    throw Error("listen", "", options_.host, "the token is longer than kMaxTokenBytes");
+  }
+  if (options_.port < 0 || options_.port > 65535) {
+    throw Error("listen", "", options_.host, fmt::format("bad port {}", options_.port));
+  }
+  raise_open_file_limit();
+  std::string where = fmt::format("{}:{}", options_.host, options_.port);
+  error_code ec;
+  tcp::resolver resolver(io_);
+  auto results = resolver.resolve(options_.host, std::to_string(options_.port),
+                                  tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || results.empty()) {
+    throw ConnectionError("listen", "", where, "cannot resolve the host: " + ec.message());
+  }
+  std::string last_error;
+  for (const auto& entry : results) {
+    error_code e;
+    tcp::acceptor a(io_);
+    a.open(entry.endpoint().protocol(), e);
+    if (!e) a.set_option(tcp::acceptor::reuse_address(true), e);
+    if (!e) a.bind(entry.endpoint(), e);
+    // A large backlog: a storm of thousands of connecting ranks must not overflow the queue
+    // into one-second SYN retransmits (the kernel caps it at somaxconn).
+    if (!e) a.listen(options_.listen_backlog, e);
+    if (!e) a.non_blocking(true, e);
+    if (e) {
+      last_error = e.message();
+      continue;
+    }
+    acceptor_ = std::move(a);
+    break;
+  }
+  if (!acceptor_.is_open()) throw ConnectionError("listen", "", where, last_error);
+  auto local = acceptor_.local_endpoint();
+  port_ = local.port();
+  // The caller's host as given (a name stays a name: it is what remote clients resolve).
+  endpoint_ = options_.host.find(':') == std::string::npos
+                  ? fmt::format("{}:{}", options_.host, port_)
+                  : fmt::format("[{}]:{}", options_.host, port_);
+  accept();
+}
+
+void ServerCore::Impl::accept() {
+  acceptor_.async_accept([self = shared_from_this()](error_code ec, tcp::socket socket) {
+    if (self->stopped_ || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      self->adopt(std::move(socket));
+      self->drain_backlog();
+      self->accept();
+      return;
+    }
+    // Out of descriptors or memory: say so (at most once a second) and retry shortly.
+    auto now = std::chrono::steady_clock::now();
+    if (now - self->last_accept_error_log_ > std::chrono::seconds(1)) {
+      self->last_accept_error_log_ = now;
+      self->log(fmt::format("accept failed: {}", ec.message()));
+    }
+    self->retry_timer_.expires_after(kAcceptRetry);
+    self->retry_timer_.async_wait([self](error_code e) {
+      if (!e && !self->stopped_) self->accept();
+    });
+  });
+}
+
+void ServerCore::Impl::drain_backlog() {
+  // The acceptor is non-blocking: take what is already queued in one go instead of one
+  // connection per trip through the loop.
+  for (int i = 0; i < kAcceptBurst; ++i) {
+    error_code ec;
+    tcp::socket socket(io_);
+    acceptor_.accept(socket, ec);
+    if (ec) return;
+    adopt(std::move(socket));
+  }
+}
+
+void ServerCore::Impl::adopt(tcp::socket socket) {
+  auto c = std::make_shared<Conn>(io_, std::move(socket));
+  error_code ec;
+  c->socket.set_option(tcp::no_delay(true), ec);
+  auto remote = c->socket.remote_endpoint(ec);
+  c->peer = ec ? std::string("unknown peer") : endpoint_text(remote.address(), remote.port());
+  conns_.emplace(c.get(), c);
+  arm_deadline(c, options_.handshake_timeout, "no authentication");
+  read_header(c);
+}
+
+// --- Reading and writing ---------------------------------------------------------------------
+
+void ServerCore::Impl::arm_deadline(const ConnPtr& c, std::chrono::milliseconds after,
+                                    std::string_view why) {
+  std::uint64_t seq = ++c->deadline_seq;
+  c->deadline.expires_after(after);
+  c->deadline.async_wait([self = shared_from_this(), c, seq, why, after](error_code ec) {
+    if (ec || c->closed || seq != c->deadline_seq) return;
+    if (!c->closing) {
+      self->log(fmt::format("closing {}: {} within {} ms", c->peer, why, after.count()));
+    }
+    self->close(c);
+  });
+}
+
+void ServerCore::Impl::read_header(const ConnPtr& c) {
+  asio::async_read(
+      c->socket, asio::buffer(c->header_bytes, kHeaderBytes),
+      [self = shared_from_this(), c](error_code ec, std::size_t n) {
+        if (c->closed || c->closing) return;
+        if (ec) {
+          // EOF or reset: the peer is gone; its held request goes with it.
+          self->close(c);
+          return;
+        }
+        std::size_t limit = c->authed ? kMaxPayloadBytes : kMaxHelloPayloadBytes;
+        DecodeResult r = decode_header({c->header_bytes, kHeaderBytes}, c->header, limit);
+        if (r.status != DecodeStatus::kOk) {
+          bool has_header = r.error != Status::kBadFrame;
+          std::uint8_t op = has_header ? c->header.op : 0;
+          std::uint32_t id = has_header ? c->header.request_id : 0;
+          self->refuse(c, op, id, r.error, r.what,
+                       fmt::format("bad frame from {}: {}; header bytes \"{}\"", c->peer, r.what,
+                                   sanitize({c->header_bytes, kHeaderBytes}, kHeaderBytes)));
+          return;
+        }
+        if (c->header.payload_bytes == 0) {
+          c->payload.clear();
+          self->on_frame(c);
+          if (!c->closed && !c->closing) self->read_header(c);
+          return;
+        }
+        self->read_payload(c);
+      });
+}
+
+void ServerCore::Impl::read_payload(const ConnPtr& c) {
+  // payload_bytes was checked against the limit for this connection's state in decode_header.
+  c->payload.resize(c->header.payload_bytes);
+  if (c->authed) arm_deadline(c, options_.frame_timeout, "an incomplete frame not finished");
+  asio::async_read(c->socket, asio::buffer(c->payload),
+                   [self = shared_from_this(), c](error_code ec, std::size_t) {
+                     if (c->closed || c->closing) return;
+                     if (ec) {
+                       self->close(c);
+                       return;
+                     }
+                     if (c->authed) {
+                       ++c->deadline_seq;
+                       c->deadline.cancel();
+                     }
+                     self->on_frame(c);
+                     if (!c->closed && !c->closing) self->read_header(c);
+                   });
+}
+
+void ServerCore::Impl::send(const ConnPtr& c, std::string frame) {
+  if (c->closed) return;
+  c->out.push_back(std::move(frame));
+  if (!c->writing) write_next(c);
+}
+
+void ServerCore::Impl::write_next(const ConnPtr& c) {
+  c->writing = true;
+  asio::async_write(c->socket, asio::buffer(c->out.front()),
+                    [self = shared_from_this(), c](error_code ec, std::size_t) {
+                      c->writing = false;
+                      if (c->closed) return;
+                      if (ec) {
+                        self->close(c);
+                        return;
+                      }
+                      c->out.pop_front();
+                      if (!c->out.empty()) {
+                        self->write_next(c);
+                      } else if (c->closing) {
+                        self->linger(c);
+                      }
+                    });
+}
+
+void ServerCore::Impl::refuse(const ConnPtr& c, std::uint8_t op, std::uint32_t id, Status status,
+                              std::string_view message, std::string_view log_line) {
+  log(log_line);
+  c->in_flight = false;
+  send(c, encode_error(op, id, status, message));
+  close_after_flush(c);
+}
+
+void ServerCore::Impl::close_after_flush(const ConnPtr& c) {
+  if (c->closed || c->closing) return;
+  c->closing = true;
+  unhold(*c);
+  arm_deadline(c, std::chrono::duration_cast<std::chrono::milliseconds>(kMaxLinger), "flush");
+  if (!c->writing && c->out.empty()) linger(c);
+}
+
+void ServerCore::Impl::linger(const ConnPtr& c) {
+  // Closing a socket with unread input sends a reset, which can destroy the error reply before
+  // the peer reads it. So: half-close, discard input until the peer closes too, bounded by the
+  // deadline armed in close_after_flush.
+  error_code ec;
+  c->socket.shutdown(tcp::socket::shutdown_send, ec);
+  auto sink = std::make_shared<std::array<char, 4096>>();
+  struct Drain {
+    std::shared_ptr<Impl> self;
+    ConnPtr c;
+    std::shared_ptr<std::array<char, 4096>> sink;
+    void operator()(error_code ec, std::size_t) {
+      if (c->closed) return;
+      if (ec) {
+        self->close(c);
+        return;
+      }
+      c->socket.async_read_some(asio::buffer(*sink), std::move(*this));
+    }
+  };
+  c->socket.async_read_some(asio::buffer(*sink), Drain{shared_from_this(), c, sink});
+}
+
+void ServerCore::Impl::close(const ConnPtr& c) {
+  if (c->closed) return;
+  unhold(*c);
+  c->closed = true;
+  error_code ec;
+  c->socket.close(ec);
+  ++c->deadline_seq;
+  c->deadline.cancel();
+  c->wait_timer.cancel();
+  conns_.erase(c.get());
+}
+
+// --- Requests --------------------------------------------------------------------------------
+
+void ServerCore::Impl::on_frame(const ConnPtr& c) {
+  const Header& h = c->header;
+  std::span<const std::uint8_t> payload(c->payload);
+  if (c->in_flight) {
+    // One request at a time per connection keeps every connection's memory bounded.
+    refuse(c, h.op, h.request_id, Status::kBadFrame,
+           "a request arrived while another was in flight",
+           fmt::format("bad frame from {}: request while another was in flight", c->peer));
+    return;
+  }
+  if (!is_known_op(h.op)) {
+    refuse(c, h.op, h.request_id, Status::kBadFrame, "unknown op",
+           fmt::format("bad frame from {}: unknown op {}; payload \"{}\"", c->peer, h.op,
+                       sanitize(payload)));
+    return;
+  }
+  Request request;
+  Status status = Status::kOk;
+  std::string_view what;
+  if (!parse_request(h.op, payload, request, &status, &what)) {
+    refuse(c, h.op, h.request_id, status, what,
+           fmt::format("bad frame from {}: {} op: {}; payload \"{}\"", c->peer,
+                       op_name(static_cast<Op>(h.op)), what, sanitize(payload)));
+    return;
+  }
+  c->in_flight = true;
+  c->payload = {};  // do not keep a large frame's buffer while the request is held
+  if (!c->authed) {
+    if (h.op != static_cast<std::uint8_t>(Op::kHello)) {
+      refuse(c, h.op, h.request_id, Status::kAuthFailed, "the first request must be hello",
+             fmt::format("refused {}: first request was {}, not hello", c->peer,
+                         op_name(static_cast<Op>(h.op))));
+      return;
+    }
+    on_hello(c, std::get<Hello>(request));
+    return;
+  }
+  if (h.op == static_cast<std::uint8_t>(Op::kHello)) {
+    refuse(c, h.op, h.request_id, Status::kBadFrame, "hello sent twice",
+           fmt::format("bad frame from {}: hello sent twice", c->peer));
+    return;
+  }
+  if (aborted_ && h.op != static_cast<std::uint8_t>(Op::kAbort)) {
+    reply(c, encode_error(h.op, h.request_id, Status::kAborted, *aborted_));
+    return;
+  }
+  dispatch(c, request);
+}
+
+void ServerCore::Impl::on_hello(const ConnPtr& c, const Hello& r) {
+  const std::uint32_t id = c->header.request_id;
+  constexpr auto op = static_cast<std::uint8_t>(Op::kHello);
+  if (!same_token(r.token, options_.token)) {
+    refuse(c, op, id, Status::kAuthFailed, "wrong token",
+           fmt::format("refused {}: wrong token", c->peer));
+    return;
+  }
+  if (!options_.job_id.empty() && !r.job_id.empty() && r.job_id != options_.job_id) {
+    refuse(c, op, id, Status::kAuthFailed, "wrong job id",
+           fmt::format("refused {}: job id {} is not this job's", c->peer, quoted(r.job_id)));
+    return;
+  }
+  c->authed = true;
+  ++c->deadline_seq;
+  c->deadline.cancel();
+  reply(c, encode_reply(Op::kHello, id, HelloReply{}));
+}
+
+void ServerCore::Impl::dispatch(const ConnPtr& c, Request& request) {
+  std::visit([&](auto& body) { handle(c, body); }, request);
+}
+
+bool ServerCore::Impl::store(const ConnPtr& c, const std::string& key, std::string value) {
+  auto it = store_.find(key);
+  std::size_t old_bytes = it == store_.end() ? 0 : key.size() + it->second.size();
+  std::size_t new_bytes = key.size() + value.size();
+  if (store_bytes_ - old_bytes + new_bytes > kMaxStoreBytes) {
+    reply(c, encode_error(c->header.op, c->header.request_id, Status::kLimitExceeded,
+                          fmt::format("the store is full (kMaxStoreBytes = {})", kMaxStoreBytes)));
+    return false;
+  }
+  store_bytes_ = store_bytes_ - old_bytes + new_bytes;
+  if (it == store_.end()) {
+    store_.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
+  return true;
+}
+
+void ServerCore::Impl::notify(const std::string& key) {
+  auto it = key_waiters_.find(key);
+  if (it == key_waiters_.end()) return;
+  std::unordered_set<Conn*> waiters = std::move(it->second);
+  key_waiters_.erase(it);
+  const std::string& value = store_.at(key);
+  for (Conn* raw : waiters) {
+    ConnPtr c = find(raw);
+    if (!c) continue;
+    if (c->held == Held::kGet) {
+      std::uint32_t id = c->held_id;
+      c->held = Held::kNone;
+      ++c->held_seq;
+      c->wait_timer.cancel();
+      reply(c, encode_reply(Op::kGet, id, ValueReply{value}));
+    } else if (c->held == Held::kWait) {
+      if (advance_wait(*c)) {
+        std::uint32_t id = c->held_id;
+        c->held = Held::kNone;
+        ++c->held_seq;
+        c->wait_timer.cancel();
+        reply(c, encode_reply(Op::kWait, id, EmptyReply{}));
+      } else {
+        c->held_name = c->wait_keys[c->wait_next];
+        key_waiters_[c->held_name].insert(raw);
+      }
+    }
+  }
+}
+
+bool ServerCore::Impl::advance_wait(Conn& c) {
+  while (c.wait_next < c.wait_keys.size() && store_.contains(c.wait_keys[c.wait_next])) {
+    ++c.wait_next;
+  }
+  return c.wait_next == c.wait_keys.size();
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Set& r) {
+  if (!store(c, r.key, std::move(r.value))) return;
+  reply(c, encode_reply(Op::kSet, c->header.request_id, EmptyReply{}));
+  notify(r.key);
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Get& r) {
+  auto it = store_.find(r.key);
+  if (it != store_.end()) {
+    reply(c, encode_reply(Op::kGet, c->header.request_id, ValueReply{it->second}));
+    return;
+  }
+  if (r.timeout_ms == 0) {
+    reply(c, encode_error(c->header.op, c->header.request_id, Status::kNotFound,
+                          fmt::format("key {} is not set", quoted(r.key))));
+    return;
+  }
+  key_waiters_[r.key].insert(c.get());
+  hold(c, Held::kGet, r.timeout_ms, std::move(r.key));
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Add& r) {
+  std::int64_t value = 0;
+  if (auto it = store_.find(r.key); it != store_.end()) {
+    const std::string& text = it->second;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      reply(c, encode_error(c->header.op, c->header.request_id, Status::kInvalidArgument,
+                            fmt::format("the value of key {} is not an integer", quoted(r.key))));
+      return;
+    }
+  }
+  if (__builtin_add_overflow(value, r.delta, &value)) {
+    reply(c, encode_error(c->header.op, c->header.request_id, Status::kInvalidArgument,
+                          fmt::format("add on key {} overflows int64", quoted(r.key))));
+    return;
+  }
+  if (!store(c, r.key, std::to_string(value))) return;
+  reply(c, encode_reply(Op::kAdd, c->header.request_id, AddReply{value}));
+  notify(r.key);
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, CompareSet& r) {
+  auto it = store_.find(r.key);
+  bool matches = it == store_.end() ? r.expected.empty() : it->second == r.expected;
+  if (!matches) {
+    reply(c, encode_reply(Op::kCompareSet, c->header.request_id,
+                          CompareSetReply{false, it == store_.end() ? "" : it->second}));
+    return;
+  }
+  std::string copy = r.desired;
+  if (!store(c, r.key, std::move(r.desired))) return;
+  reply(c, encode_reply(Op::kCompareSet, c->header.request_id,
+                        CompareSetReply{true, std::move(copy)}));
+  notify(r.key);
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Wait& r) {
+  c->wait_keys = std::move(r.keys);
+  c->wait_next = 0;
+  if (advance_wait(*c)) {
+    c->wait_keys.clear();
+    reply(c, encode_reply(Op::kWait, c->header.request_id, EmptyReply{}));
+    return;
+  }
+  std::string missing = c->wait_keys[c->wait_next];
+  key_waiters_[missing].insert(c.get());
+  hold(c, Held::kWait, r.timeout_ms, std::move(missing));
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Delete& r) {
+  auto it = store_.find(r.key);
+  bool existed = it != store_.end();
+  if (existed) {
+    store_bytes_ -= it->first.size() + it->second.size();
+    store_.erase(it);
+  }
+  reply(c, encode_reply(Op::kDelete, c->header.request_id, DeleteReply{existed}));
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Barrier& r) {
+  BarrierState& b = barriers_[r.name];
+  if (b.arrived.empty()) {
+    b.count = r.count;
+  } else if (b.count != r.count) {
+    reply(c, encode_error(c->header.op, c->header.request_id, Status::kConflict,
+                          fmt::format("barrier {} waits for {}, this request for {}",
+                                      quoted(r.name), b.count, r.count)));
+    return;
+  }
+  b.arrived.insert(c.get());
+  if (b.arrived.size() < b.count) {
+    hold(c, Held::kBarrier, r.timeout_ms, std::move(r.name));
+    return;
+  }
+  // Complete: release everyone; the name starts a fresh round.
+  std::unordered_set<Conn*> arrived = std::move(b.arrived);
+  barriers_.erase(r.name);
+  for (Conn* raw : arrived) {
+    ConnPtr m = find(raw);
+    if (!m) continue;
+    std::uint32_t id = m.get() == c.get() ? c->header.request_id : m->held_id;
+    if (m->held == Held::kBarrier) {
+      m->held = Held::kNone;
+      ++m->held_seq;
+      m->wait_timer.cancel();
+    }
+    reply(m, encode_reply(Op::kBarrier, id, EmptyReply{}));
+  }
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
+  JoinGroup& g = groups_[r.group];
+  auto conflict = [&](std::string message) {
+    reply(c, encode_error(c->header.op, c->header.request_id, Status::kConflict, message));
+  };
+  if (g.complete)
+    return conflict(fmt::format("join group {} is already complete", quoted(r.group)));
+  if (g.members.empty()) {
+    g.size = r.size;
+  } else if (g.size != r.size) {
+    return conflict(fmt::format("join group {} has size {}, this request says {}", quoted(r.group),
+                                g.size, r.size));
+  }
+  if (r.index >= 0 && !g.claimed.insert(r.index).second) {
+    return conflict(
+        fmt::format("index {} of join group {} is already taken", r.index, quoted(r.group)));
+  }
+  g.members.emplace(c.get(), JoinMember{++join_seq_, r.index, r.weight});
+  if (g.members.size() < g.size) {
+    hold(c, Held::kJoin, r.timeout_ms, std::move(r.group));
+    return;
+  }
+  // Complete: members that asked for an index keep it; the others fill the free indices in
+  // join order. Offsets are prefix sums of the weights in index order.
+  std::vector<std::pair<Conn*, JoinMember>> members(g.members.begin(), g.members.end());
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.second.seq < b.second.seq; });
+  std::vector<Conn*> by_index(g.size, nullptr);
+  std::vector<std::uint32_t> weight(g.size, 0);
+  for (auto& [conn, m] : members) {
+    if (m.index >= 0) {
+      by_index[m.index] = conn;
+      weight[m.index] = m.weight;
+    }
+  }
+  std::size_t next_free = 0;
+  for (auto& [conn, m] : members) {
+    if (m.index >= 0) continue;
+    while (by_index[next_free] != nullptr) ++next_free;
+    m.index = static_cast<std::int32_t>(next_free);
+    by_index[next_free] = conn;
+    weight[next_free] = m.weight;
+  }
+  std::vector<std::uint64_t> offset(g.size, 0);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < g.size; ++i) {
+    offset[i] = total;
+    total += weight[i];
+  }
+  g.complete = true;
+  g.members.clear();
+  g.claimed.clear();
+  for (std::size_t i = 0; i < by_index.size(); ++i) {
+    ConnPtr m = find(by_index[i]);
+    if (!m) continue;
+    std::uint32_t id = m.get() == c.get() ? c->header.request_id : m->held_id;
+    if (m->held == Held::kJoin) {
+      m->held = Held::kNone;
+      ++m->held_seq;
+      m->wait_timer.cancel();
+    }
+    JoinReply body{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(by_index.size()),
+                   offset[i], total};
+    reply(m, encode_reply(Op::kJoin, id, body));
+  }
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Heartbeat&) {
+  reply(c, encode_reply(Op::kHeartbeat, c->header.request_id, EmptyReply{}));
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, Abort& r) {
+  if (!aborted_) log(fmt::format("job aborted by {}: {}", c->peer, quoted(r.reason)));
+  reply(c, encode_reply(Op::kAbort, c->header.request_id, EmptyReply{}));
+  abort(r.reason);
+}
+
+// --- Held requests ---------------------------------------------------------------------------
+
+void ServerCore::Impl::hold(const ConnPtr& c, Held kind, std::uint32_t timeout_ms,
+                            std::string name) {
+  c->held = kind;
+  c->held_op = static_cast<Op>(c->header.op);
+  c->held_id = c->header.request_id;
+  c->held_timeout_ms = timeout_ms;
+  c->held_name = std::move(name);
+  std::uint64_t seq = ++c->held_seq;
+  c->wait_timer.expires_after(std::chrono::milliseconds(timeout_ms));
+  c->wait_timer.async_wait([self = shared_from_this(), c, seq](error_code ec) {
+    if (ec || c->closed || c->held == Held::kNone || seq != c->held_seq) return;
+    self->on_timeout(c);
+  });
+}
+
+void ServerCore::Impl::unhold(Conn& c) {
+  switch (c.held) {
+    case Held::kNone:
+      return;
+    case Held::kGet:
+    case Held::kWait:
+      if (auto it = key_waiters_.find(c.held_name); it != key_waiters_.end()) {
+        it->second.erase(&c);
+        if (it->second.empty()) key_waiters_.erase(it);
+      }
+      break;
+    case Held::kBarrier:
+      if (auto it = barriers_.find(c.held_name); it != barriers_.end()) {
+        it->second.arrived.erase(&c);
+        if (it->second.arrived.empty()) barriers_.erase(it);
+      }
+      break;
+    case Held::kJoin:
+      if (auto it = groups_.find(c.held_name); it != groups_.end() && !it->second.complete) {
+        auto m = it->second.members.find(&c);
+        if (m != it->second.members.end()) {
+          if (m->second.index >= 0) it->second.claimed.erase(m->second.index);
+          it->second.members.erase(m);
+        }
+        if (it->second.members.empty()) groups_.erase(it);
+      }
+      break;
+  }
+  c.held = Held::kNone;
+  ++c.held_seq;
+  c.wait_keys.clear();
+  c.wait_timer.cancel();
+}
+
+void ServerCore::Impl::on_timeout(const ConnPtr& c) {
+  std::string message;
+  const std::uint32_t ms = c->held_timeout_ms;
+  switch (c->held) {
+    case Held::kGet:
+      message = fmt::format("key {} was not set within {} ms", quoted(c->held_name), ms);
+      break;
+    case Held::kWait:
+      message = fmt::format("key {} ({} of {} keys still missing) was not set within {} ms",
+                            quoted(c->held_name), c->wait_keys.size() - c->wait_next,
+                            c->wait_keys.size(), ms);
+      break;
+    case Held::kBarrier: {
+      const auto& b = barriers_.at(c->held_name);
+      message = fmt::format("barrier {}: {} of {} arrived within {} ms", quoted(c->held_name),
+                            b.arrived.size(), b.count, ms);
+      break;
+    }
+    case Held::kJoin: {
+      const auto& g = groups_.at(c->held_name);
+      message = fmt::format("join group {}: {} of {} joined within {} ms", quoted(c->held_name),
+                            g.members.size(), g.size, ms);
+      break;
+    }
+    case Held::kNone:
+      return;
+  }
+  Op op = c->held_op;
+  std::uint32_t id = c->held_id;
+  unhold(*c);
+  reply(c, encode_error(static_cast<std::uint8_t>(op), id, Status::kTimeout, message));
+}
+
+void ServerCore::Impl::abort(std::string_view reason) {
+  if (aborted_) return;
+  aborted_ = std::string(reason);
+  std::vector<ConnPtr> held;
+  for (auto& [raw, c] : conns_) {
+    if (c->held != Held::kNone) held.push_back(c);
+  }
+  for (auto& c : held) {
+    Op op = c->held_op;
+    std::uint32_t id = c->held_id;
+    unhold(*c);
+    reply(c, encode_error(static_cast<std::uint8_t>(op), id, Status::kAborted, *aborted_));
+  }
+  if (options_.on_abort) options_.on_abort(*aborted_);
+}
+
+void ServerCore::Impl::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  error_code ec;
+  acceptor_.close(ec);
+  retry_timer_.cancel();
+  std::vector<ConnPtr> all;
+  all.reserve(conns_.size());
+  for (auto& [raw, c] : conns_) all.push_back(c);
+  for (auto& c : all) close(c);
+}
+
+// --- ServerCore ------------------------------------------------------------------------------
+
+ServerCore::ServerCore(asio::io_context& io, ServerOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(options))) {
+  impl_->listen();
+}
+ServerCore::~ServerCore() {
+  impl_->stop();
+}
+int ServerCore::port() const {
+  return impl_->port();
+}
+std::string ServerCore::endpoint() const {
+  return impl_->endpoint();
+}
+void ServerCore::abort(std::string_view reason) {
+  impl_->abort(reason);
+}
+void ServerCore::clear_abort() {
+  impl_->clear_abort();
+}
+std::optional<std::string> ServerCore::aborted() const {
+  return impl_->aborted();
+}
+std::size_t ServerCore::connections() const {
+  return impl_->connections();
+}
+void ServerCore::stop() {
+  impl_->stop();
+}
+
+// --- Server ----------------------------------------------------------------------------------
+
+struct Server::Impl {
+  asio::io_context io{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::unique_ptr<ServerCore> core;
+  std::thread thread;
+  int port = 0;
+  std::string endpoint;
+
+  // Runs f on the server's thread and waits for it (or runs it here when already there).
+  template <typename F>
+  void run_on_loop(F f) {
+    if (!thread.joinable() || std::this_thread::get_id() == thread.get_id()) {
+      f();
+      return;
+    }
+    std::promise<void> done;
+    asio::post(io, [&] {
+      f();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::Server(Server&&) noexcept = default;
+Server& Server::operator=(Server&& other) noexcept {
+  if (this != &other) {
+    stop();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+Server::~Server() {
+  stop();
+}
+
+Server Server::start(ServerOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->core = std::make_unique<ServerCore>(impl->io, std::move(options));
+  impl->port = impl->core->port();
+  impl->endpoint = impl->core->endpoint();
+  impl->thread = std::thread([io = &impl->io] { io->run(); });
+  return Server(std::move(impl));
+}
+
+int Server::port() const {
+  return impl_ ? impl_->port : 0;
+}
+std::string Server::endpoint() const {
+  return impl_ ? impl_->endpoint : std::string();
+}
+
+void Server::abort(std::string_view reason) {
+  if (!impl_) return;
+  impl_->run_on_loop([&] { impl_->core->abort(reason); });
+}
+
+void Server::stop() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  if (std::this_thread::get_id() == impl_->thread.get_id()) {
+    // Called from a callback on the server's own thread: stop serving; the owner joins later.
+    impl_->core->stop();
+    return;
+  }
+  asio::post(impl_->io, [impl = impl_.get()] {
+    impl->core->stop();
+    impl->work.reset();
+    // Handlers of closed sockets still queued are dropped with the io_context.
+    impl->io.stop();
+  });
+  impl_->thread.join();
+}
+
+}  // namespace mlrun::rendezvous

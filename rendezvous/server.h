@@ -1,0 +1,65 @@
+// The rendezvous server's engine on a caller's Asio event loop (internal API; the public
+// Server in <mlrun/rendezvous.hpp> runs one of these on its own thread).
+//
+// One io_context, one thread: every connection is a socket with asynchronous reads and writes
+// and, while a blocking request (get, wait, barrier, join) is held, a timer. Nothing blocks, so
+// an idle, slow or half-open peer only ever costs its own connection.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "mlrun/rendezvous.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace mlrun::rendezvous {
+
+/// Total bytes of keys and values the store holds; a set past it is refused (kLimitExceeded).
+inline constexpr std::size_t kMaxStoreBytes = std::size_t{1} << 30;
+
+class ServerCore {
+ public:
+  /// Binds and listens (throws ConnectionError when it cannot, Error for bad options), and
+  /// queues the first accept on io. io must be run by exactly one thread, and every member
+  /// function below must be called on that thread (or before the loop runs / after it stopped).
+  ServerCore(boost::asio::io_context& io, ServerOptions options);
+  ServerCore(const ServerCore&) = delete;
+  ServerCore& operator=(const ServerCore&) = delete;
+  /// Calls stop().
+  ~ServerCore();
+
+  int port() const;
+  /// "host:port" ("[v6]:port" for an IPv6 host).
+  std::string endpoint() const;
+
+  /// Aborts the job: every held request and every later one gets kAborted with the reason.
+  /// The first reason wins; options.on_abort is called once.
+  void abort(std::string_view reason);
+  /// For a launcher starting a new attempt after an abort: requests are served again.
+  void clear_abort();
+  /// The abort reason, if the job is aborted.
+  std::optional<std::string> aborted() const;
+
+  /// Connections open now (authenticated or not).
+  std::size_t connections() const;
+
+  /// Stops accepting, fails every held request with kShuttingDown and closes every
+  /// connection. Idempotent. Handlers still queued on io finish harmlessly.
+  void stop();
+
+  class Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Raises RLIMIT_NOFILE's soft limit to the hard limit; returns the soft limit now in force.
+std::size_t raise_open_file_limit();
+
+}  // namespace mlrun::rendezvous

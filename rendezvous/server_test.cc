@@ -1,0 +1,387 @@
+// The server against hostile and broken peers (raw frames), and many ranks as threads.
+#include "rendezvous/server.h"
+
+#include <atomic>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "mlrun/rendezvous.hpp"
+#include "rendezvous/test_util.h"
+
+namespace mlrun::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+using proto::Status;
+using testing::LoopServer;
+using testing::RawPeer;
+
+constexpr const char* kToken = "test-token-0123456789";
+
+ServerOptions options(std::chrono::milliseconds handshake = 10s) {
+  ServerOptions o{"127.0.0.1", 0, kToken};
+  o.handshake_timeout = handshake;
+  o.frame_timeout = 500ms;
+  return o;
+}
+
+ClientOptions quick() {
+  ClientOptions o;
+  o.connect_timeout = 5s;
+  o.timeout = 10s;
+  return o;
+}
+
+std::string raw_frame(std::uint8_t op, std::string payload, std::uint8_t version = 1) {
+  std::string wire = proto::encode_request(5, proto::Heartbeat{});
+  wire[4] = static_cast<char>(version);
+  wire[5] = static_cast<char>(op);
+  std::uint32_t n = static_cast<std::uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) wire[12 + i] = static_cast<char>(n >> (8 * i));
+  return wire + payload;
+}
+
+std::string le32(std::uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i) s[i] = static_cast<char>(v >> (8 * i));
+  return s;
+}
+
+bool any_line_has(const std::vector<std::string>& lines, std::string_view a, std::string_view b) {
+  for (const auto& l : lines) {
+    if (l.find(a) != std::string::npos && l.find(b) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Server, WrongTokenIsRefusedLoggedWithPeerAndClosed) {
+  LoopServer server(options());
+  RawPeer peer(server.port());
+  ASSERT_TRUE(peer.ok());
+  peer.send(proto::encode_request(1, proto::Hello{"not-the-token", ""}));
+  auto reply = peer.read_frame();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->header.status, Status::kAuthFailed);
+  EXPECT_TRUE(peer.closed_by_peer());
+  auto lines = server.log_lines();
+  ASSERT_TRUE(any_line_has(lines, "wrong token", "127.0.0.1:"));
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.find("not-the-token"), std::string::npos) << l;
+    EXPECT_EQ(l.find(kToken), std::string::npos) << l;
+  }
+  // The public client sees an AuthError naming the server.
+  try {
+    Client::connect(server.endpoint(), "wrong", quick());
+    FAIL() << "connected with a wrong token";
+  } catch (const AuthError& e) {
+    EXPECT_NE(std::string(e.what()).find(server.endpoint()), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(Client::connect(server.endpoint(), kToken, quick()).heartbeat());
+}
+
+TEST(Server, WrongJobIdIsRefused) {
+  ServerOptions o = options();
+  o.job_id = "job-a";
+  LoopServer server(std::move(o));
+  ClientOptions c = quick();
+  c.job_id = "job-b";
+  EXPECT_THROW(Client::connect(server.endpoint(), kToken, c), AuthError);
+  c.job_id = "job-a";
+  EXPECT_NO_THROW(Client::connect(server.endpoint(), kToken, c));
+}
+
+TEST(Server, FirstRequestMustBeHello) {
+  LoopServer server(options());
+  RawPeer peer(server.port());
+  peer.send(proto::encode_request(1, proto::Set{"k", "v"}));
+  auto reply = peer.read_frame();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->header.status, Status::kAuthFailed);
+  EXPECT_TRUE(peer.closed_by_peer());
+  // Nothing was stored.
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  EXPECT_FALSE(c.try_get("k"));
+}
+
+TEST(Server, SilentAndHalfOpenConnectionsAreClosedAtTheHandshakeDeadline) {
+  LoopServer server(options(200ms));
+  RawPeer silent(server.port());
+  RawPeer half(server.port());
+  std::string hello = proto::encode_request(1, proto::Hello{kToken, ""});
+  half.send(hello.substr(0, 7));
+  // Meanwhile a real client is served at once.
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  c.set("k", "v");
+  EXPECT_EQ(c.get("k"), "v");
+  EXPECT_TRUE(silent.closed_by_peer(3s));
+  EXPECT_TRUE(half.closed_by_peer(3s));
+  EXPECT_TRUE(any_line_has(server.log_lines(), "no authentication", "127.0.0.1:"));
+  EXPECT_EQ(c.add("n", 1), 1);
+}
+
+TEST(Server, AuthenticatedPeerStoppingMidFrameIsClosedAtTheFrameDeadline) {
+  LoopServer server(options());
+  RawPeer peer(server.port());
+  ASSERT_EQ(peer.hello(kToken), Status::kOk);
+  std::string set = proto::encode_request(2, proto::Set{"k", "value"});
+  peer.send(set.substr(0, set.size() - 2));  // header and part of the payload
+  EXPECT_TRUE(peer.closed_by_peer(3s));      // frame_timeout is 500 ms
+}
+
+// One bad peer: what it sends, and the status of the reply it should get before the close
+// (nullopt: no reply is possible, only the close).
+struct BadCase {
+  const char* name;
+  std::string bytes;
+  bool authenticate;
+  std::optional<Status> status;
+};
+
+std::vector<BadCase> malformed_corpus() {
+  std::string hello = proto::encode_request(1, proto::Hello{kToken, ""});
+  std::string heartbeat = proto::encode_request(2, proto::Heartbeat{});
+  std::string get = proto::encode_request(3, proto::Get{"never", 60000});
+  std::string bad_magic = heartbeat;
+  bad_magic[0] = 'X';
+  return {
+      {"http request", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", false, Status::kBadFrame},
+      {"zeros", std::string(64, '\0'), false, Status::kBadFrame},
+      {"bad magic", bad_magic, true, Status::kBadFrame},
+      {"version 2", raw_frame(10, "", 2), false, Status::kUnsupportedVersion},
+      {"huge frame before auth", raw_frame(1, "").substr(0, 12) + le32(100000), false,
+       Status::kLimitExceeded},
+      {"huge frame after auth", raw_frame(3, "").substr(0, 12) + le32(0xfffffff0u), true,
+       Status::kLimitExceeded},
+      {"unknown op", raw_frame(77, ""), true, Status::kBadFrame},
+      {"op zero", raw_frame(0, ""), true, Status::kBadFrame},
+      {"reply op as request", raw_frame(0x83, ""), true, Status::kBadFrame},
+      {"string past payload", raw_frame(3, le32(1000) + "abc"), true, Status::kBadFrame},
+      {"trailing bytes", raw_frame(10, "xyz"), true, Status::kBadFrame},
+      {"key over limit",
+       raw_frame(
+           4, le32(proto::kMaxKeyBytes + 1) + std::string(proto::kMaxKeyBytes + 1, 'k') + le32(0)),
+       true, Status::kLimitExceeded},
+      {"wait count over limit", raw_frame(7, le32(proto::kMaxKeysPerWait + 1)), true,
+       Status::kLimitExceeded},
+      {"wait count past payload", raw_frame(7, le32(1000) + le32(0)), true, Status::kBadFrame},
+      {"token over limit",
+       raw_frame(1, le32(proto::kMaxTokenBytes + 1) + std::string(proto::kMaxTokenBytes + 1, 't') +
+                        le32(0)),
+       false, Status::kLimitExceeded},
+      {"hello twice", hello, true, Status::kBadFrame},
+      {"pipelined request", get + heartbeat, true, Status::kBadFrame},
+      {"join index out of range",
+       raw_frame(2, le32(1) + "g" + le32(2) + le32(5) + le32(1) + le32(10)), true,
+       Status::kInvalidArgument},
+  };
+}
+
+TEST(Server, EveryMalformedFrameGetsAnErrorReplyAndOnlyItsConnectionCloses) {
+  LoopServer server(options());
+  Client good = Client::connect(server.endpoint(), kToken, quick());
+  std::int64_t survived = 0;
+  for (const auto& bad : malformed_corpus()) {
+    SCOPED_TRACE(bad.name);
+    RawPeer peer(server.port());
+    ASSERT_TRUE(peer.ok());
+    if (bad.authenticate) {
+      ASSERT_EQ(peer.hello(kToken), Status::kOk);
+    }
+    peer.send(bad.bytes);
+    auto reply = peer.read_frame(3s);
+    if (bad.status) {
+      ASSERT_TRUE(reply) << "no error reply";
+      // The pipelined case first gets nothing for the held get; the error is the reply.
+      EXPECT_EQ(reply->header.status, *bad.status);
+      EXPECT_FALSE(reply->payload.empty()) << "error replies carry a message";
+    }
+    EXPECT_TRUE(peer.closed_by_peer(3s));
+    // The good client is unaffected.
+    EXPECT_EQ(good.add("survived", 1), ++survived);
+  }
+  EXPECT_TRUE(any_line_has(server.log_lines(), "bad frame from 127.0.0.1:", "GET / HTTP"));
+  EXPECT_TRUE(server.wait_connections(1));
+}
+
+TEST(Server, BadFrameLogLineIsShortAndSanitised) {
+  LoopServer server(options());
+  RawPeer peer(server.port());
+  ASSERT_EQ(peer.hello(kToken), Status::kOk);
+  std::string payload(2000, '\x01');
+  peer.send(raw_frame(99, payload));
+  EXPECT_TRUE(peer.closed_by_peer());
+  auto lines = server.log_lines();
+  ASSERT_TRUE(any_line_has(lines, "unknown op 99", "\\x01"));
+  for (const auto& l : lines) {
+    EXPECT_LT(l.size(), 400u) << l;
+    for (char ch : l) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << l;
+  }
+}
+
+// A job of 16 real ranks completes while garbage, malformed frames, silent, half-open and
+// slow connections hit the same server.
+TEST(Server, JobCompletesDuringGarbageAndSlowConnections) {
+  LoopServer server(options(300ms));
+  constexpr int kRanks = 16;
+  constexpr int kRounds = 20;
+  std::atomic<bool> done{false};
+  std::thread attacker([&] {
+    auto corpus = malformed_corpus();
+    std::vector<std::unique_ptr<RawPeer>> idle;
+    for (int i = 0; i < 400 && !done; ++i) {
+      const auto& bad = corpus[i % corpus.size()];
+      auto peer = std::make_unique<RawPeer>(server.port());
+      if (i % 10 == 0) {  // connect and say nothing, or half a frame, and hold it
+        if (i % 20 == 0) peer->send(std::string("MLR"));
+        idle.push_back(std::move(peer));
+        continue;
+      }
+      if (bad.authenticate) peer->hello(kToken);
+      peer->send(bad.bytes);
+    }
+  });
+  std::thread slow([&] {
+    // A legitimate client that sends its frames one byte at a time.
+    RawPeer peer(server.port());
+    std::string hello = proto::encode_request(1, proto::Hello{kToken, ""});
+    for (char ch : hello) {
+      peer.send(std::string(1, ch));
+      std::this_thread::sleep_for(1ms);
+    }
+    auto reply = peer.read_frame();
+    EXPECT_TRUE(reply && reply->header.status == Status::kOk);
+  });
+  std::vector<std::thread> ranks;
+  std::atomic<int> finished{0};
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      Client c = Client::connect(server.endpoint(), kToken, quick());
+      int rank = c.join(kRanks);
+      for (int round = 0; round < kRounds; ++round) {
+        std::string key = "r" + std::to_string(round) + "/" + std::to_string(rank);
+        c.set(key, std::to_string(rank * round));
+        std::string other = "r" + std::to_string(round) + "/" + std::to_string((rank + 1) % kRanks);
+        EXPECT_EQ(c.get(other), std::to_string(((rank + 1) % kRanks) * round));
+        c.add("total", 1);
+        c.barrier("round");
+      }
+      finished++;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  done = true;
+  attacker.join();
+  slow.join();
+  EXPECT_EQ(finished.load(), kRanks);
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  EXPECT_EQ(c.get("total"), std::to_string(kRanks * kRounds));
+}
+
+TEST(Server, DisconnectDropsTheWaitersOfThatConnection) {
+  LoopServer server(options());
+  {
+    // Arrives at a barrier of 2, then goes away.
+    RawPeer ghost(server.port());
+    ASSERT_EQ(ghost.hello(kToken), Status::kOk);
+    ghost.send(proto::encode_request(2, proto::Barrier{"mlrun/barrier/g0/b", 2, 60000}));
+    RawPeer getter(server.port());
+    ASSERT_EQ(getter.hello(kToken), Status::kOk);
+    getter.send(proto::encode_request(2, proto::Get{"k", 60000}));
+    ASSERT_TRUE(server.wait_connections(2));
+  }
+  ASSERT_TRUE(server.wait_connections(0));
+  // Had the ghost's arrival stayed, the first of these two would pass alone and the second
+  // would time out.
+  std::vector<std::thread> ts;
+  std::atomic<int> passed{0};
+  for (int i = 0; i < 2; ++i) {
+    ts.emplace_back([&] {
+      Client c = Client::connect(server.endpoint(), kToken, quick());
+      c.barrier("b", 2, 5s);
+      passed++;
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(passed.load(), 2);
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  c.set("k", "v");  // no reply goes to the departed getter
+  EXPECT_EQ(c.get("k"), "v");
+}
+
+// Many ranks as threads, each its own connection: join, add, a published 128-byte ID that
+// every rank reads identically, a barrier.
+TEST(Server, SixtyFourRanksAsThreads) {
+  LoopServer server(options());
+  constexpr int kRanks = 64;
+  std::vector<std::string> ids(kRanks);
+  std::vector<int> ranks(kRanks, -1);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kRanks; ++t) {
+    ts.emplace_back([&, t] {
+      Client c = Client::connect(server.endpoint(), kToken, quick());
+      int rank = c.join(kRanks);
+      ranks[t] = rank;
+      EXPECT_EQ(c.world_size(), kRanks);
+      c.add("joined", 1);
+      if (rank == 0) {
+        std::string id(128, '\0');
+        for (int i = 0; i < 128; ++i) id[i] = static_cast<char>((i * 37 + 11) & 0xff);
+        c.set("id", id);
+      }
+      ids[t] = c.get("id");
+      c.barrier("after-id");
+      EXPECT_EQ(c.get("joined"), std::to_string(kRanks));
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(std::set<int>(ranks.begin(), ranks.end()).size(), static_cast<std::size_t>(kRanks));
+  EXPECT_EQ(*std::min_element(ranks.begin(), ranks.end()), 0);
+  EXPECT_EQ(*std::max_element(ranks.begin(), ranks.end()), kRanks - 1);
+  for (const auto& id : ids) {
+    ASSERT_EQ(id.size(), 128u);
+    EXPECT_EQ(id, ids[0]);
+  }
+}
+
+TEST(Server, StopClosesEveryConnectionAndWaitersSeeConnectionError) {
+  auto server = std::make_unique<LoopServer>(options());
+  std::vector<std::thread> ts;
+  std::atomic<int> connection_errors{0};
+  std::atomic<int> ready{0};
+  for (int i = 0; i < 4; ++i) {
+    ts.emplace_back([&] {
+      Client c = Client::connect(server->endpoint(), kToken, quick());
+      ready++;
+      auto start = std::chrono::steady_clock::now();
+      try {
+        c.get("never", 60s);
+      } catch (const ConnectionError& e) {
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+        EXPECT_NE(std::string(e.what()).find("never"), std::string::npos) << e.what();
+        connection_errors++;
+      }
+      EXPECT_THROW(c.heartbeat(), ConnectionError);
+    });
+  }
+  while (ready < 4) std::this_thread::yield();
+  server->stop();
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(connection_errors.load(), 4);
+}
+
+TEST(Server, OptionsAreChecked) {
+  boost::asio::io_context io;
+  EXPECT_THROW({ ServerCore s(io, ServerOptions{"127.0.0.1", 0, ""}); }, Error);
+  EXPECT_THROW({ ServerCore s(io, ServerOptions{"127.0.0.1", 70000, "t"}); }, Error);
+  // A port already in use.
+  ServerCore first(io, ServerOptions{"127.0.0.1", 0, "t"});
+  EXPECT_THROW(
+      {
+        ServerCore s(io, ServerOptions{"127.0.0.1", first.port(), "t"});
+      },
+      ConnectionError);
+}
+
+}  // namespace
+}  // namespace mlrun::rendezvous
