@@ -1,0 +1,14 @@
+# SSH to the job's hosts (launcher/ssh.h): libssh through pkg-config. Included from
+# launcher/CMakeLists.txt; the unit tests in ssh_test.cc need no remote host.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBSSH REQUIRED IMPORTED_TARGET libssh)
+find_package(fmt REQUIRED)
+
+add_library(mlrun_ssh STATIC ${CMAKE_CURRENT_LIST_DIR}/ssh.cc)
+target_include_directories(mlrun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(mlrun_ssh PUBLIC Threads::Threads PRIVATE PkgConfig::LIBSSH fmt::fmt)
+
+if(TARGET mlrun_unit_tests)
+  target_sources(mlrun_unit_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/ssh_test.cc)
+  target_link_libraries(mlrun_unit_tests PRIVATE mlrun_ssh)
+endif()

@@ -1,0 +1,40 @@
+# Sourced by every tests/cluster/*.sh test: skips where the cluster cannot run, makes sure it
+# is up (the ctest fixture normally did that), and points HOME at the cluster's fake home so
+# that the libssh wrapper reads its ssh config, key and known_hosts.
+set -euo pipefail
+CLUSTER="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cluster.sh"
+"$CLUSTER" can-run || exit 77
+if ! "$CLUSTER" status >/dev/null 2>&1; then
+  "$CLUSTER" up 3 >/dev/null
+fi
+eval "$("$CLUSTER" env)"
+unset SSH_AUTH_SOCK  # a developer's agent must not decide what the tests see
+PROBE=${MLRUN_SSH_PROBE:-}
+SSH=(ssh -F "$MLRUN_CLUSTER_SSH_CONFIG")
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# expect_in TEXT NEEDLE [WHAT]: fails unless NEEDLE occurs in TEXT.
+expect_in() {
+  case "$1" in
+    *"$2"*) ;;
+    *) fail "${3:-output} lacks '$2'; it was:"$'\n'"$1" ;;
+  esac
+}
+
+now_ms() { date +%s%3N; }
+
+# A private copy of the fake home, for tests that break known_hosts or the key.
+private_home() {
+  local d
+  d=$(mktemp -d "${TMPDIR:-/tmp}/mlrt-home.XXXXXX")
+  cp -a "$MLRUN_CLUSTER_HOME/." "$d/"
+  echo "$d"
+}
+
+need_probe() {
+  [ -n "$PROBE" ] && [ -x "$PROBE" ] || fail "MLRUN_SSH_PROBE must name the built ssh_probe"
+}
