@@ -138,6 +138,10 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void clear_abort() { aborted_.reset(); }
   const std::optional<std::string>& aborted() const { return aborted_; }
   std::size_t connections() const { return conns_.size(); }
+  std::size_t held_requests() const {
+    return static_cast<std::size_t>(std::count_if(
+        conns_.begin(), conns_.end(), [](const auto& c) { return c.second->held != Held::kNone; }));
+  }
   void stop();
 
  private:
@@ -909,6 +913,9 @@ std::optional<std::string> ServerCore::aborted() const {
 }
 std::size_t ServerCore::connections() const {
   return impl_->connections();
+}
+std::size_t ServerCore::held_requests() const {
+  return impl_->held_requests();
 }
 void ServerCore::stop() {
   impl_->stop();

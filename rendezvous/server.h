@@ -48,6 +48,8 @@ class ServerCore {
 
   /// Connections open now (authenticated or not).
   std::size_t connections() const;
+  /// Blocking requests (get, wait, barrier, join) held now.
+  std::size_t held_requests() const;
 
   /// Stops accepting, fails every held request with kShuttingDown and closes every
   /// connection. Idempotent. Handlers still queued on io finish harmlessly.

@@ -288,9 +288,10 @@ TEST(Server, DisconnectDropsTheWaitersOfThatConnection) {
     RawPeer getter(server.port());
     ASSERT_EQ(getter.hello(kToken), Status::kOk);
     getter.send(proto::encode_request(2, proto::Get{"k", 60000}));
-    ASSERT_TRUE(server.wait_connections(2));
+    ASSERT_TRUE(server.wait_held(2));
   }
   ASSERT_TRUE(server.wait_connections(0));
+  EXPECT_EQ(server.held_requests(), 0u);
   // Had the ghost's arrival stayed, the first of these two would pass alone and the second
   // would time out.
   std::vector<std::thread> ts;

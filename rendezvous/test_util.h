@@ -76,6 +76,20 @@ class LoopServer {
     return false;
   }
 
+  std::size_t held_requests() {
+    return on_loop([this] { return core_->held_requests(); });
+  }
+
+  /// Polls (bounded) until the server holds `n` blocking requests.
+  bool wait_held(std::size_t n, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (held_requests() == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+
   std::vector<std::string> log_lines() {
     std::lock_guard lock(mu_);
     return lines_;
