@@ -1,0 +1,33 @@
+# --dry-run prints the plan (ranks, command, environment) and starts nothing.
+source "$(dirname "$0")/common.sh"
+
+write_worker worker.sh 'touch "$T/started.$$"; "$T/sleep" 1000'
+
+run_mlrun --dry-run --nproc_per_node=2 --role trainer -x DRY_VAR=yes "$T/worker.sh" --arg
+expect_rc 0
+expect_grep "$T/out" '^mlrun: dry run: 1 node, 2 workers, world size 2, backend (gloo|nccl)$'
+expect_line "$T/out" "  rank 0 (local rank 0): $T/worker.sh --arg"
+expect_line "$T/out" "  rank 1 (local rank 1): $T/worker.sh --arg"
+for var in RANK=0 RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ROLE_NAME=trainer \
+  MASTER_ADDR=127.0.0.1 TORCHELASTIC_RESTART_COUNT=0 OMP_NUM_THREADS=1 DRY_VAR=yes; do
+  expect_line "$T/out" "    $var"
+done
+expect_grep "$T/out" '^    MASTER_PORT=[0-9]+$'
+expect_grep "$T/out" '^    MLRUN_JOB_ID=.+$'
+# Nothing started, and nothing is left.
+sleep 0.5
+[ "$(count_files "$T/started.*")" -eq 0 ] || fail "--dry-run started a worker"
+assert_no_marker_left 5
+
+# The other spelling, and a .py under Python: the plan shows the interpreter.
+printf 'print("hi")\n' >"$T/train.py"
+PYTHON=/usr/bin/python3 run_mlrun --dry_run "$T/train.py"
+expect_rc 0
+expect_line "$T/out" "  rank 0 (local rank 0): /usr/bin/python3 -u $T/train.py"
+! grep -q '^hi' "$T/out" || fail "--dry_run ran the program"
+
+# Errors are still errors in a dry run.
+run_mlrun --dry-run "$T/missing.sh"
+expect_rc 2
+expect_grep "$T/err" "^mlrun: error: .*missing.sh"
+echo PASS

@@ -1,0 +1,29 @@
+# SIGKILL of mlrun itself: every worker and every worker's child is gone within 2 s.
+source "$(dirname "$0")/common.sh"
+
+# Each worker starts two children of its own, one of them in the background of a subshell.
+write_worker worker.sh '
+"$T/sleep" 1000 &
+( "$T/sleep" 1001 & wait ) &
+touch "$T/up.$RANK"
+wait'
+
+all_up() { [ "$(count_files "$T/up.*")" -eq 4 ]; }
+children_up() { [ "$(pgrep -fc -- "$T/sleep 100[01]")" -eq 8 ]; }
+
+for round in 1 2; do
+  rm -f "$T"/up.*
+  start_mlrun --nproc_per_node=4 "$T/worker.sh"
+  wait_until 60 all_up || fail "the workers did not start"
+  wait_until 30 children_up || fail "expected 8 children of workers, pgrep sees $(pgrep -fc -- "$T/sleep")"
+  kill -KILL "$MLRUN_PID"
+  start=$(now_ms)
+  wait "$MLRUN_PID" 2>/dev/null
+  # The issue's bound: everything gone within 2 s of the SIGKILL.
+  while ! no_marker_left && [ $(($(now_ms) - start)) -lt 2000 ]; do sleep 0.02; done
+  took=$(($(now_ms) - start))
+  no_marker_left ||
+    fail "round $round: still running ${took} ms after SIGKILL: $(ps -o pid=,args= -p "$(marker_pids | paste -sd, -)")"
+  echo "round $round: everything gone ${took} ms after SIGKILL"
+done
+echo PASS

@@ -1,0 +1,60 @@
+# SIGINT, SIGTERM and SIGHUP to mlrun reach every worker; mlrun exits 128+N (130 after Ctrl-C);
+# a second SIGINT kills workers that ignore the first; nothing of the job is left.
+source "$(dirname "$0")/common.sh"
+
+# Each worker records the signal it gets in $T/got.RANK, then exits 0 (a clean shutdown); its
+# child sleeps until its group is signalled.
+write_worker polite.sh '
+for s in INT TERM HUP; do trap "echo $s >>\"$T/got.\$RANK\"; exit 0" $s; done
+"$T/sleep" 1000 &
+touch "$T/up.$RANK"
+wait'
+
+all_up() { [ "$(count_files "$T/up.*")" -eq "$1" ]; }
+
+# workers_running N: the N workers and their children are running (pgrep sees the marker).
+workers_running() {
+  local n
+  n=$(pgrep -fc -- "$T/sleep 1000")
+  [ "$n" -eq "$1" ] || fail "expected $1 worker children, pgrep sees $n"
+}
+
+for sig in INT TERM HUP; do
+  rm -f "$T"/up.* "$T"/got.*
+  start_mlrun --nproc_per_node=3 "$T/polite.sh"
+  wait_until 60 all_up 3 || fail "SIG$sig: the workers did not start"
+  workers_running 3
+  kill -s "$sig" "$MLRUN_PID"
+  wait_mlrun 60
+  case $sig in INT) want=130 ;; TERM) want=143 ;; HUP) want=129 ;; esac
+  expect_rc "$want"
+  for r in 0 1 2; do
+    [ "$(cat "$T/got.$r" 2>/dev/null)" = "$sig" ] || fail "SIG$sig: rank $r recorded '$(cat "$T/got.$r" 2>/dev/null)'"
+  done
+  expect_grep "$T/err" "interrupted by SIG$sig"
+  assert_no_marker_left 10
+done
+
+# Workers that ignore SIGINT: the first SIGINT leaves them running (the grace period is long),
+# the second kills them and their children at once.
+write_worker deaf.sh '
+trap "" INT
+"$T/sleep" 1000 &
+touch "$T/up.$RANK"
+wait'
+rm -f "$T"/up.*
+start_mlrun --nproc_per_node=2 --grace_period=300 "$T/deaf.sh"
+wait_until 60 all_up 2 || fail "the deaf workers did not start"
+kill -INT "$MLRUN_PID"
+sleep 1
+mlrun_running || fail "mlrun ended after the first SIGINT, though its workers ignore it"
+workers_running 2
+kill -INT "$MLRUN_PID"
+start=$(now_ms)
+wait_mlrun 60
+took=$(($(now_ms) - start))
+expect_rc 130
+# "At once": far sooner than the 300 s grace period.
+[ "$took" -lt 30000 ] || fail "the second SIGINT took $took ms"
+assert_no_marker_left 10
+echo PASS
