@@ -121,7 +121,9 @@ class RemoteCommand {
   /// object (do not close them). EOF once the stream has ended and every byte has been read.
   int stdout_fd() const;
   int stderr_fd() const;
-  /// Becomes readable when the command has ended (wait() then returns at once). Stays readable.
+  /// Becomes readable when the command has ended (wait() then returns at once) and stays
+  /// readable. By then the pump has closed both pipes' write ends: what is left in them is the
+  /// command's last output, followed by EOF.
   int done_fd() const;
 
   /// Sends EOF on the command's stdin.

@@ -11,8 +11,20 @@ for i in 1 2 3; do
   expect_in "$out" "host$i err: stderr of host$i"
   expect_in "$out" "host$i status: exit=$((40 + i))"
 done
-# The payload never appears on any command line (argv) on the remote side.
-expect_in "$("$PROBE" run 'echo ok' host1 </dev/null)" "host1 status: exit=0"
+# The payload (where the token travels) appears in no process's argv, here or on any host
+# (every namespace shares one PID space, so pgrep sees them all).
+secret="secret-$$-$RANDOM"
+echo "$secret" | "$PROBE" run 'read -r t; sleep 1.5; echo "got ${#t} bytes"' host1 host2 \
+  >"${TMPDIR:-/tmp}/mlrt-secret.$$" &
+probe=$!
+sleep 0.8
+if pgrep -af "$secret"; then
+  kill $probe
+  fail "the payload shows in a command line"
+fi
+wait $probe || fail "the secret run failed"
+expect_in "$(cat "${TMPDIR:-/tmp}/mlrt-secret.$$")" "host2 out: got ${#secret} bytes"
+rm -f "${TMPDIR:-/tmp}/mlrt-secret.$$"
 
 # Many lines from 3 hosts at once, each whole (no lost or torn lines).
 out=$("$PROBE" run 'seq 1 20000 | sed "s/^/$(hostname) line /"' host1 host2 host3 </dev/null)
