@@ -48,6 +48,9 @@ def main():
                 raise SystemExit(f"rank {r} parameters differ from rank 0: {s} vs {sums[0]}")
         print(f"ddp ok: {world} ranks, {args.steps} steps, loss {loss.item():.4f}, "
               f"parameter checksum {sums[0][0].item():.6f}", flush=True)
+    # Free DDP's Gloo state before the group goes: PyTorch 1.13 can deadlock at interpreter
+    # exit when a live DDP model is collected after destroy_process_group.
+    del ddp
     dist.destroy_process_group()
 
 

@@ -11,11 +11,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
-#include <boost/asio/io_context.hpp>
+
+#include <mlrun/rendezvous.hpp>
 
 #include "launcher/command.h"
+#include "launcher/node.h"
 #include "launcher/options.h"
 #include "launcher/summary.h"
 #include "worker/agent.h"
@@ -71,8 +74,13 @@ std::string choose_backend(const std::string& requested) {
 // Collects every user error of the command line and the environment before anything runs.
 bool plan_launch(const Options& o, LaunchPlan& plan) {
   std::vector<std::string> errors;
-  if (o.nnodes_max > 1 || !o.hostfile.empty() || !o.hosts.empty()) {
-    errors.push_back("multi-node jobs (--nnodes > 1, --hostfile, -H) are not supported yet");
+  if (!o.hostfile.empty() || !o.hosts.empty()) {
+    errors.push_back(
+        "launching on several hosts from one command (--hostfile, -H) is not supported yet");
+  }
+  if (o.nnodes_min != o.nnodes_max) {
+    errors.push_back(fmt::format("--nnodes={}:{}: elastic jobs are not supported yet", o.nnodes_min,
+                                 o.nnodes_max));
   }
   if (o.backend == "mpi") errors.push_back("--backend=mpi is not supported yet");
   try {
@@ -121,9 +129,13 @@ bool plan_launch(const Options& o, LaunchPlan& plan) {
   if (!errors.empty()) return false;
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
   plan.network_defaults = network_variables(plan.iface.name, has_infiniband_device());
-  plan.world_size = plan.nproc;
+  // Every node runs as many workers as this one when the nodes are launched one by one; the
+  // real world size comes from the rendezvous.
+  plan.world_size = plan.nproc * o.nnodes_max;
   plan.backend = choose_backend(o.backend);
-  plan.job_id = o.rdzv_id.empty() ? random_hex(6) : o.rdzv_id;
+  // Nodes started one by one share nothing but their command lines: their job id is
+  // torchrun's --rdzv_id (default "none"), the same on every node.
+  plan.job_id = !o.rdzv_id.empty() ? o.rdzv_id : o.nnodes_max > 1 ? "none" : random_hex(6);
   plan.run_id = o.rdzv_id.empty() ? (o.standalone ? plan.job_id : "none") : o.rdzv_id;
   plan.hostname = host_name();
   plan.log_dir = o.log_dir;
@@ -136,25 +148,21 @@ bool plan_launch(const Options& o, LaunchPlan& plan) {
   return true;
 }
 
-GroupEnv group_env(const Options& o, const LaunchPlan& plan, int attempt) {
+// The workers' environment that is the same on every node and in every attempt.
+GroupEnv env_template(const Options& o, const LaunchPlan& plan) {
   GroupEnv g;
-  g.node_rank = 0;
-  g.nnodes = 1;
-  g.rank_offset = 0;
+  g.nnodes = o.nnodes_max;
   g.local_world_size = plan.nproc;
   g.world_size = plan.world_size;
   g.master_addr = plan.master_addr;
-  // A fresh port per attempt: the last attempt's rank 0 may still hold its port in TIME_WAIT.
-  g.master_port = o.master_port != 0 ? o.master_port : free_tcp_port();
-  g.restart_count = attempt;
   g.max_restarts = o.max_restarts;
   g.run_id = plan.run_id;
   g.role = o.role;
   g.job_id = plan.job_id;
   g.backend = plan.backend;
   g.overrides = plan.exports;
-  // PyTorch 1.x and 2.x names for NCCL's asynchronous error handling, as torchrun sets them.
   g.defaults = plan.network_defaults;
+  // PyTorch 1.x and 2.x names for NCCL's asynchronous error handling, as torchrun sets them.
   g.defaults.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   g.defaults.emplace_back("NCCL_ASYNC_ERROR_HANDLING", "1");
   return g;
@@ -165,7 +173,10 @@ std::string error_file(const std::string& dir, int attempt, int rank) {
 }
 
 void print_dry_run(const Options& o, const LaunchPlan& plan) {
-  GroupEnv g = group_env(o, plan, 0);
+  GroupEnv g = env_template(o, plan);
+  g.node_rank = o.node_rank;
+  g.rank_offset = o.node_rank * plan.nproc;
+  g.master_port = o.master_port;
   fmt::print("mlrun: dry run: 1 node, {} worker{}, world size {}, backend {}\n", plan.nproc,
              plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
   fmt::print("node 0 ({}): ranks 0-{}, interface {}\n", plan.hostname, plan.nproc - 1,
@@ -214,7 +225,59 @@ WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::str
   return r;
 }
 
-// The launch of one node's group, as named steps.
+// Where this node's rendezvous is and whether this launcher serves it.
+struct RendezvousPlan {
+  bool serve = false;
+  std::string listen_host;
+  int port = 0;
+  std::string endpoint;  // Empty while serve with port 0: known once the server listens.
+  std::string token;
+};
+
+RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
+  RendezvousPlan r;
+  const char* token = std::getenv("MLRUN_RDZV_TOKEN");
+  if (o.nnodes_max == 1) {
+    // One node: a private server on loopback, on any port, with a fresh secret.
+    r.serve = true;
+    r.listen_host = "127.0.0.1";
+    r.token = random_hex(16);
+    return r;
+  }
+  // Several nodes, each started by the user: they share no channel for a secret, so the token
+  // is MLRUN_RDZV_TOKEN when the user exports one on every node, else derived from the job id
+  // and the endpoint (which keeps strangers' jobs apart but is no secret; docs/multinode.md).
+  if (!o.rdzv_endpoint.empty()) {
+    split_endpoint(o.rdzv_endpoint, r.listen_host, r.port);
+    r.endpoint = o.rdzv_endpoint;
+  } else {
+    r.port = o.master_port != 0 ? o.master_port : 29500;
+    r.endpoint = fmt::format("{}:{}", plan.master_addr, r.port);
+  }
+  // Static: node 0 serves. Dynamic: whichever node owns the endpoint's address serves.
+  if (o.rdzv_endpoint.empty()) {
+    r.serve = o.node_rank == 0;
+  } else {
+    std::string host;
+    int port;
+    split_endpoint(o.rdzv_endpoint, host, port);
+    try {
+      std::string local = local_address_toward(host);
+      r.serve = local == host || host == "localhost" || host == host_name() ||
+                local.rfind("127.", 0) == 0;
+    } catch (const std::exception&) {
+      r.serve = false;
+    }
+  }
+  r.listen_host = "0.0.0.0";
+  r.token =
+      token != nullptr && *token != '\0'
+          ? token
+          : fmt::format("mlrun-derived:{}@{}", o.rdzv_id.empty() ? "none" : o.rdzv_id, r.endpoint);
+  return r;
+}
+
+// The launch of this node's part of a job, as named steps.
 int launch(const Options& o) {
   // 1. Plan: program, worker count, backend, every user error reported before anything runs.
   LaunchPlan plan;
@@ -240,61 +303,63 @@ int launch(const Options& o) {
     }
     run_dir = tmpl;
   }
-  // 5. Supervise the group until it ends: spawn, route output, stop everyone on the first
-  //    failure, restart while restarts remain.
-  Environment base = Environment::current();
-  auto planner = [&](int attempt) {
-    GroupEnv g = group_env(o, plan, attempt);
-    std::vector<WorkerSpec> specs;
-    std::error_code ignored;
-    for (int lr = 0; lr < plan.nproc; ++lr) {
-      fs::create_directories(fmt::format("{}/attempt_{}/{}", run_dir, attempt, lr), ignored);
-      specs.push_back(WorkerSpec{
-          lr, lr,
-          SpawnRequest{
-              plan.argv, worker_environment(base, g, lr, error_file(run_dir, attempt, lr)), {}}});
+  struct RemoveRunDir {
+    bool temporary;
+    const std::string& dir;
+    ~RemoveRunDir() {
+      std::error_code ignored;
+      if (temporary) fs::remove_all(dir, ignored);
     }
-    return specs;
-  };
-  AgentCallbacks callbacks;
-  callbacks.routes = [&](int attempt, const WorkerSpec& w) {
+  } remove_run_dir{temporary_dir, run_dir};
+  // 5. The rendezvous: this launcher serves it (one node; node 0 or the endpoint's owner of a
+  //    multi-node job), or joins another node's.
+  RendezvousPlan rdzv = plan_rendezvous(o, plan);
+  std::optional<rendezvous::Server> server;
+  if (rdzv.serve) {
+    try {
+      server.emplace(rendezvous::Server::start(
+          rendezvous::ServerOptions{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id}));
+    } catch (const std::exception& e) {
+      error(fmt::format("cannot serve the rendezvous on {}:{}: {}", rdzv.listen_host, rdzv.port,
+                        e.what()));
+      return 1;
+    }
+    if (rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
+  }
+  // 6. Run this node's workers for every attempt: join, spawn, route output, stop everyone on
+  //    the first failure anywhere, restart while restarts remain.
+  NodeJob job;
+  job.endpoint = rdzv.endpoint;
+  job.token = rdzv.token;
+  job.job_id = plan.job_id;
+  job.nnodes = o.nnodes_max;
+  job.node_rank = o.nnodes_max == 1 || o.rdzv_endpoint.empty() ? o.node_rank : -1;
+  job.nproc = plan.nproc;
+  job.master_addr = plan.master_addr;
+  job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
+  job.argv = plan.argv;
+  job.env = env_template(o, plan);
+  job.max_restarts = o.max_restarts;
+  job.grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
+  job.host = plan.hostname;
+  NodeHooks hooks;
+  hooks.routes = [&](int attempt, const WorkerSpec& w) {
     return routes_for(o, plan, run_dir, attempt, w);
   };
-  callbacks.on_first_failure = [&](const WorkerState& w, const std::deque<std::string>&) {
-    fmt::print(stderr, "mlrun: rank {} (pid {}) ended with {}; stopping the other workers\n",
-               w.spec.rank, w.pid, describe_status(w.wait_status));
-  };
-  SummaryContext summary_context{fmt::format("node 0 ({})", plan.hostname), {}};
-  callbacks.on_attempt_end = [&](const AttemptResult& r, bool restarting,
-                                 const std::vector<std::deque<std::string>>& tails) {
-    summary_context.error_message = [&](const WorkerState& w) {
-      return read_error_file_message(error_file(run_dir, r.attempt, w.spec.rank));
-    };
-    if (!r.plan_error.empty()) {
-      error(r.plan_error);
-      return;
-    }
-    if (!r.first_failure && r.interrupt_signal == 0) return;
-    std::string summary = format_failure_summary(r, tails, summary_context);
-    if (restarting) {
-      fmt::print(stderr, "{}mlrun: restarting the group ({} of {} restarts)\n", summary,
-                 r.attempt + 1, o.max_restarts);
-    } else {
-      fmt::print(stderr, "{}", summary);
-    }
-  };
-  boost::asio::io_context io;
-  auto spawner = make_posix_spawner();
-  SupervisorConfig config{o.max_restarts,
-                          std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000))};
-  Agent agent(io, *spawner, lifeline, planner, config, callbacks);
-  int code = agent.run();
-  // 6. Clean up: the temporary directory goes; log directories stay for the user.
-  if (temporary_dir) {
+  hooks.error_file = [&](int attempt, int rank) {
     std::error_code ignored;
-    fs::remove_all(run_dir, ignored);
+    fs::create_directories(fmt::format("{}/attempt_{}/{}", run_dir, attempt, rank), ignored);
+    return error_file(run_dir, attempt, rank);
+  };
+  hooks.error_message = [&](int attempt, int rank) {
+    return read_error_file_message(error_file(run_dir, attempt, rank));
+  };
+  try {
+    return run_node(job, hooks, lifeline, -1);
+  } catch (const std::exception& e) {
+    error(e.what());
+    return 1;
   }
-  return code;
 }
 
 using Subcommand = int (*)(const std::vector<std::string>&);

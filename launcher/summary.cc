@@ -40,6 +40,27 @@ std::string ranks_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
+std::string format_record_summary(const std::string& record) {
+  try {
+    auto r = nlohmann::json::parse(record);
+    std::string out = fmt::format(
+        "mlrun: job failed. First failure: rank {} (local rank {}, node {} ({}), pid {}): {} at "
+        "{}\n",
+        r.at("rank").get<int>(), r.at("local_rank").get<int>(), r.at("node").get<int>(),
+        r.at("host").get<std::string>(), r.at("pid").get<int>(), r.at("status").get<std::string>(),
+        r.at("time").get<std::string>());
+    if (r.contains("error")) out += fmt::format("  error: {}\n", r["error"].get<std::string>());
+    const auto& tail = r.at("tail");
+    if (!tail.empty()) {
+      out += fmt::format("  last stderr lines of rank {}:\n", r.at("rank").get<int>());
+      for (const auto& l : tail) out += fmt::format("    | {}\n", l.get<std::string>());
+    }
+    return out;
+  } catch (...) {
+    return fmt::format("mlrun: job failed: {}\n", record);
+  }
+}
+
 std::string format_failure_summary(const AttemptResult& result,
                                    const std::vector<std::deque<std::string>>& tails,
                                    const SummaryContext& ctx) {
@@ -51,9 +72,10 @@ std::string format_failure_summary(const AttemptResult& result,
   if (result.first_failure) {
     std::size_t i = *result.first_failure;
     const WorkerState& w = result.workers[i];
-    line(fmt::format("mlrun: job failed. First failure: rank {} (local rank {}, {}, pid {}): {} at {}",
-                     w.spec.rank, w.spec.local_rank, ctx.node, w.pid, describe_status(w.wait_status),
-                     format_time(w.ended_at)));
+    line(fmt::format(
+        "mlrun: job failed. First failure: rank {} (local rank {}, {}, pid {}): {} at {}",
+        w.spec.rank, w.spec.local_rank, ctx.node, w.pid, describe_status(w.wait_status),
+        format_time(w.ended_at)));
     if (ctx.error_message) {
       std::string message = ctx.error_message(w);
       if (!message.empty()) line(fmt::format("  error: {}", message));

@@ -21,6 +21,10 @@ std::string format_failure_summary(const AttemptResult& result,
                                    const std::vector<std::deque<std::string>>& stderr_tails,
                                    const SummaryContext& context);
 
+/// The summary of a failure recorded by another node (launcher/node.cc's record: JSON with
+/// node, host, rank, local_rank, pid, status, time, tail and error).
+std::string format_record_summary(const std::string& record);
+
 /// "2026-11-29 19:40:12.123" in local time.
 std::string format_time(WallTime t);
 

@@ -51,3 +51,57 @@ std::string host_name() {
 }
 
 }  // namespace mlrun
+
+#include <arpa/inet.h>
+#include <netdb.h>
+
+namespace mlrun {
+
+std::string local_address_toward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), "9", &hints, &found);
+  if (rc != 0) {
+    throw std::runtime_error(fmt::format("cannot resolve {}: {}", host, gai_strerror(rc)));
+  }
+  std::string out;
+  for (addrinfo* a = found; a != nullptr && out.empty(); a = a->ai_next) {
+    int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char text[INET6_ADDRSTRLEN] = {};
+      const void* raw =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) out = text;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (out.empty()) throw std::runtime_error(fmt::format("no route to {}", host));
+  return out;
+}
+
+bool split_endpoint(const std::string& endpoint, std::string& host, int& port) {
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon + 1 == endpoint.size()) return false;
+  host = endpoint.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return false;  // An IPv6 address needs brackets.
+  }
+  port = 0;
+  for (char c : endpoint.substr(colon + 1)) {
+    if (c < '0' || c > '9' || port > 65535) return false;
+    port = port * 10 + (c - '0');
+  }
+  return !host.empty() && port > 0 && port <= 65535;
+}
+
+}  // namespace mlrun

@@ -13,3 +13,14 @@ int free_tcp_port();
 std::string host_name();
 
 }  // namespace mlrun
+
+namespace mlrun {
+
+/// The local address this node uses to reach host (a name or an address): the source address
+/// of a route to it (a UDP "connect", no packet sent). Throws std::runtime_error naming host.
+std::string local_address_toward(const std::string& host);
+
+/// Splits "host:port" or "[v6]:port". Returns false when there is no valid port.
+bool split_endpoint(const std::string& endpoint, std::string& host, int& port);
+
+}  // namespace mlrun

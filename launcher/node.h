@@ -1,0 +1,55 @@
+// One node's part of a job: join the rendezvous for every attempt, run this node's workers,
+// tell the other nodes about a failure here and stop when one happens elsewhere, and agree with
+// every node on whether the attempt failed (and so on restarting). A single-node job is the
+// case nnodes = 1 of the same code.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "worker/agent.h"
+#include "worker/env.h"
+#include "worker/lifeline.h"
+
+namespace mlrun {
+
+struct NodeJob {
+  std::string endpoint;  ///< The rendezvous server, "host:port".
+  std::string token;
+  std::string job_id;
+  int nnodes = 1;
+  int node_rank = -1;  ///< -1: numbered in join order.
+  int nproc = 1;       ///< This node's workers.
+  /// MASTER_ADDR. Empty: node 0's own address on its route to the rendezvous server.
+  std::string master_addr;
+  int master_port = 0;  ///< 0: a port free on node 0, fresh for every attempt.
+  std::vector<std::string> argv;
+  /// Everything of the workers' environment that does not depend on the node or the attempt.
+  GroupEnv env;
+  int max_restarts = 0;
+  std::chrono::milliseconds grace{5000};
+  /// Bound of each join (every node present) and of fetching node 0's master address.
+  std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
+  /// Print failure summaries and restart notes (the head's or a user's terminal); remote agents
+  /// leave that to the head.
+  bool print_summary = true;
+  std::string host;  ///< This node's name, for summaries.
+};
+
+struct NodeHooks {
+  std::function<WorkerRoutes(int attempt, const WorkerSpec&)> routes;
+  /// TORCHELASTIC_ERROR_FILE of a rank in an attempt (its directory created).
+  std::function<std::string(int attempt, int rank)> error_file;
+  /// The message a worker left in its error file, or empty.
+  std::function<std::string(int attempt, int rank)> error_message;
+};
+
+/// Runs this node's workers for every attempt and returns the job's exit code: 0, the first
+/// failed worker's code wherever it ran (128+N for signal N), 128+N after signal N reached this
+/// launcher, 1 when the rendezvous failed or the job was aborted. lifeline_fd >= 0 is watched:
+/// its end-of-file (the head is gone) stops this node.
+int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd);
+
+}  // namespace mlrun
