@@ -1,6 +1,8 @@
 #include "launcher/ssh.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -227,6 +229,19 @@ SshError connect_error(SshSession::Impl& s, const SshOptions& options) {
                             s.where(), cause, s.port));
 }
 
+// A session can sit silent for hours while the remote agent supervises its workers; without
+// keepalive, a host that vanished would leave the pump waiting forever.
+void set_keepalive(int fd, std::chrono::seconds idle) {
+  int on = 1;
+  int idle_s = static_cast<int>(idle.count());
+  int interval_s = std::max(1, idle_s / 2);
+  int count = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
 void set_option(SshSession::Impl& s, ssh_options_e option, const void* value, const char* what) {
   if (ssh_options_set(s.session, option, value) != SSH_OK) {
     throw s.fail(SshError::Kind::kConfig, fmt::format("cannot set {}: {}", what, s.error()));
@@ -302,6 +317,7 @@ SshSession SshSession::connect(const SshTarget& target, const SshOptions& option
     std::lock_guard lock(s->fd_mutex);
     s->socket_fd = ssh_get_fd(s->session);
   }
+  if (options.keepalive_idle.count() > 0) set_keepalive(s->socket_fd, options.keepalive_idle);
   check_host_key(*s);
   int rc = ssh_userauth_publickey_auto(s->session, nullptr, nullptr);
   if (rc == SSH_AUTH_ERROR) {
@@ -535,6 +551,14 @@ RemoteExit pump(SshSession::Impl& s, const std::string& command, std::string_vie
     }
   }
   if (!st.exited) {
+    if (is_stopped()) return fail(SshError::Kind::kLost, "stopped by the launcher");
+    // A broken connection also marks its channels closed: tell that from a clean close.
+    if (ssh_is_connected(s.session) == 0 ||
+        (ssh_get_status(s.session) & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0) {
+      return fail(
+          SshError::Kind::kLost,
+          fmt::format("connection to {} lost while the command ran: {}", s.where(), s.error()));
+    }
     return fail(SshError::Kind::kLost,
                 fmt::format("{} closed the channel without an exit status", s.where()));
   }

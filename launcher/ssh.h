@@ -29,6 +29,10 @@ struct SshOptions {
   /// Bounds the TCP connect plus the SSH handshake, and each authentication step after it.
   /// (Name resolution is the system resolver's and is not bounded here.)
   std::chrono::milliseconds connect_timeout{10000};
+  /// TCP keepalive on the connection: after this long without traffic the kernel probes the
+  /// peer (3 probes, half this apart), so a host that vanished (power, link) ends a running
+  /// command with kLost within about 2.5x this. 0: no keepalive.
+  std::chrono::seconds keepalive_idle{10};
 };
 
 /// Why a host could not be used. what() reads "HOST: cause: fix", for the user as is.

@@ -48,3 +48,19 @@ for i in 1 2 3; do
   [ -e "$marks/host$i" ] || fail "host$i: the remote command outlived a SIGKILLed head"
 done
 echo "ok: stdin stays open; close_stdin, stop and a killed head reach the remote command"
+
+# A host that vanishes mid-command (its link goes down: no FIN, no RST) ends the command with
+# "connection lost" within the keepalive bound (1 s idle: about 1 + 3 x 1 s), not never.
+trap 'rm -rf "$marks"; "$CLUSTER" link-up 3' EXIT
+start=$(now_ms)
+echo payload | "$PROBE" --keepalive 1 run 'cat >/dev/null' host3 >"$marks/out" &
+probe_pid=$!
+sleep 1
+"$CLUSTER" link-down 3
+wait $probe_pid && fail "a vanished host's command succeeded"
+out=$(cat "$marks/out")
+elapsed=$(($(now_ms) - start))
+"$CLUSTER" link-up 3
+expect_in "$out" "host3 status: exit=-1 error=connection to 10.77.0.13 lost"
+[ $elapsed -lt 15000 ] || fail "a vanished host was noticed after $elapsed ms"
+echo "ok: a vanished host is noticed in $elapsed ms"

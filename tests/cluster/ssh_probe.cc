@@ -1,5 +1,7 @@
 // Drives launcher/ssh.h from shell tests (tests/cluster/*.sh).
 //
+// Options: --timeout MS (connect timeout), --keepalive S (TCP keepalive idle seconds).
+//
 //   ssh_probe [--timeout MS] connect HOST...
 //       Connects to every host at once; prints "HOST: ok" or the error, one line each.
 //   ssh_probe [--timeout MS] [--close-stdin] [--stop-after MS] run COMMAND HOST...
@@ -135,6 +137,8 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--timeout" && i + 1 < argc) {
       options.connect_timeout = std::chrono::milliseconds(std::atol(argv[++i]));
+    } else if (a == "--keepalive" && i + 1 < argc) {
+      options.keepalive_idle = std::chrono::seconds(std::atol(argv[++i]));
     } else if (a == "--close-stdin") {
       close_stdin = true;
     } else if (a == "--stop-after" && i + 1 < argc) {
