@@ -61,6 +61,18 @@ struct Verdict {
   std::string record;
 };
 
+// Waits for every node's result of attempt g and says whether the attempt failed, with the
+// first failure's record when one was published.
+Verdict settle_attempt(rdzv::Client& c, int g, int nnodes) {
+  for (int n = 0; n < nnodes; ++n) get_eventually(c, key(g, fmt::format("result/{}", n)));
+  if (auto record = c.try_get(key(g, "failed"))) return {true, record_code(*record), *record};
+  for (int n = 0; n < nnodes; ++n) {
+    json result = json::parse(c.get(key(g, fmt::format("result/{}", n))));
+    if (!result.at("ok").get<bool>()) return {true, result.at("code").get<int>(), {}};
+  }
+  return {};
+}
+
 }  // namespace
 
 int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd) {
@@ -222,16 +234,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
           int code = record_code(c.get(key(g, "failed")));
           agent.post([code](Supervisor& s) { s.on_remote_failure(code); });
         }
-        for (int n = 0; n < a.nnodes; ++n) get_eventually(c, key(g, fmt::format("result/{}", n)));
-        Verdict v;
-        if (auto record = c.try_get(key(g, "failed"))) {
-          v = {true, record_code(*record), *record};
-        } else {
-          for (int n = 0; n < a.nnodes && !v.failed; ++n) {
-            json result = json::parse(c.get(key(g, fmt::format("result/{}", n))));
-            if (!result.at("ok").get<bool>()) v = {true, result.at("code").get<int>(), {}};
-          }
-        }
+        Verdict v = settle_attempt(c, g, a.nnodes);
         bool restart = v.failed && g < job.max_restarts;
         agent.post([&verdict, v](Supervisor& s) {
           verdict = v;
@@ -285,6 +288,51 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     std::fflush(nullptr);
     std::_Exit(code);
   }
+  return code;
+}
+
+int watch_job(const std::string& endpoint, const std::string& token, const std::string& job_id,
+              int nnodes, int max_restarts, const std::function<void(const std::string&)>& abort) {
+  // Signals go to a thread of their own, which aborts the job; this thread waits on the
+  // rendezvous and so wakes with the abort.
+  sigset_t signals, old;
+  sigemptyset(&signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&signals, sig);
+  pthread_sigmask(SIG_BLOCK, &signals, &old);
+  std::atomic<int> interrupted{0};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGUSR2) return;  // The watch is over.
+    interrupted = sig;
+    abort(fmt::format("interrupted: {} on the head", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?"));
+  });
+  int code = 1;
+  try {
+    rdzv::ClientOptions options;
+    options.job_id = job_id;
+    for (int g = 0;; ++g) {
+      options.generation = g;
+      rdzv::Client c = rdzv::Client::connect(endpoint, token, options);
+      Verdict v = settle_attempt(c, g, nnodes);
+      if (v.failed) fmt::print(stderr, "{}", format_record_summary(v.record));
+      if (v.failed && g < max_restarts) {
+        fmt::print(stderr, "mlrun: restarting every node's workers ({} of {} restarts)\n", g + 1,
+                   max_restarts);
+        continue;
+      }
+      code = v.failed ? v.code : 0;
+      break;
+    }
+  } catch (const rdzv::AbortedError& e) {
+    fmt::print(stderr, "mlrun: job aborted: {}\n", e.detail());
+    code = interrupted != 0 ? 128 + interrupted : 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mlrun: error: {}\n", e.what());
+  }
+  pthread_kill(waiter.native_handle(), SIGUSR2);
+  waiter.join();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return code;
 }
 

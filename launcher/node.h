@@ -52,4 +52,10 @@ struct NodeHooks {
 /// its end-of-file (the head is gone) stops this node.
 int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd);
 
+/// For a head that runs no workers itself: follows every attempt of a job of nnodes nodes to its
+/// end, printing summaries as a node would, and returns the job's exit code. SIGINT, SIGTERM and
+/// SIGHUP call abort(reason) and end the watch with 128+N.
+int watch_job(const std::string& endpoint, const std::string& token, const std::string& job_id,
+              int nnodes, int max_restarts, const std::function<void(const std::string&)>& abort);
+
 }  // namespace mlrun

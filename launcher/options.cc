@@ -1,5 +1,6 @@
 #include "launcher/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <string_view>
@@ -37,8 +38,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 }
 
 using Errors = std::vector<OptionError>;
-using Apply = std::function<void(Options&, const std::string& flag, const std::string& value,
-                                 Errors&)>;
+using Apply =
+    std::function<void(Options&, const std::string& flag, const std::string& value, Errors&)>;
 
 struct OptionSpec {
   std::vector<std::string_view> names;  // Long names in their '_' spelling, short names as is.
@@ -46,8 +47,7 @@ struct OptionSpec {
   Apply apply;
 };
 
-void bad(Errors& errors, const std::string& flag, const std::string& value,
-         std::string_view why) {
+void bad(Errors& errors, const std::string& flag, const std::string& value, std::string_view why) {
   errors.push_back({fmt::format("{}={}: {}", flag, value, why)});
 }
 
@@ -55,8 +55,9 @@ Apply int_at_least(int Options::*field, int minimum) {
   return [field, minimum](Options& o, const std::string& flag, const std::string& v, Errors& e) {
     int n;
     if (!parse_int(v, n) || n < minimum) {
-      bad(e, flag, v, minimum == 0 ? "must be a non-negative integer"
-                                   : fmt::format("must be an integer of at least {}", minimum));
+      bad(e, flag, v,
+          minimum == 0 ? "must be a non-negative integer"
+                       : fmt::format("must be an integer of at least {}", minimum));
       return;
     }
     o.*field = n;
@@ -100,7 +101,8 @@ Apply stream_spec(StreamSpec Options::*field) {
     StreamSpec spec;
     int mask;
     if (parse_int(v, mask)) {
-      if (mask < 0 || mask > 3) return bad(e, f, v, "must be 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
+      if (mask < 0 || mask > 3)
+        return bad(e, f, v, "must be 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
       spec.all = mask;
       o.*field = spec;
       return;
@@ -110,8 +112,7 @@ Apply stream_spec(StreamSpec Options::*field) {
       int local_rank;
       if (parts.size() != 2 || !parse_int(parts[0], local_rank) || local_rank < 0 ||
           !parse_int(parts[1], mask) || mask < 0 || mask > 3) {
-        return bad(e, f, v,
-                   "must be 0-3 or a list of LOCAL_RANK:0-3 (for example 0:3,1:2)");
+        return bad(e, f, v, "must be 0-3 or a list of LOCAL_RANK:0-3 (for example 0:3,1:2)");
       }
       spec.per_rank.emplace_back(local_rank, mask);
     }
@@ -133,8 +134,8 @@ void apply_nnodes(Options& o, const std::string& f, const std::string& v, Errors
   int lo, hi;
   if (parts.size() == 1 && parse_int(parts[0], lo) && lo >= 1) {
     o.nnodes_min = o.nnodes_max = lo;
-  } else if (parts.size() == 2 && parse_int(parts[0], lo) && parse_int(parts[1], hi) &&
-             lo >= 1 && hi >= lo) {
+  } else if (parts.size() == 2 && parse_int(parts[0], lo) && parse_int(parts[1], hi) && lo >= 1 &&
+             hi >= lo) {
     o.nnodes_min = lo;
     o.nnodes_max = hi;
   } else {
@@ -144,7 +145,8 @@ void apply_nnodes(Options& o, const std::string& f, const std::string& v, Errors
 
 void apply_port(Options& o, const std::string& f, const std::string& v, Errors& e) {
   int port;
-  if (!parse_int(v, port) || port < 0 || port > 65535) return bad(e, f, v, "must be a port, 0-65535");
+  if (!parse_int(v, port) || port < 0 || port > 65535)
+    return bad(e, f, v, "must be a port, 0-65535");
   o.master_port = port;
 }
 
@@ -187,7 +189,8 @@ const std::vector<OptionSpec>& table() {
       {{"-np", "-n", "--np"}, true, int_at_least(&Options::np, 1)},
       {{"--include", "-i"}, true, text(&Options::include)},
       {{"--exclude", "-e"}, true, text(&Options::exclude)},
-      {{"-x"}, true,
+      {{"-x"},
+       true,
        [](Options& o, const std::string& f, const std::string& v, Errors& e) {
          if (v.empty() || v.front() == '=') return bad(e, f, v, "must be VAR or VAR=VALUE");
          o.exports.push_back(v);
@@ -209,6 +212,31 @@ const OptionSpec* find_spec(const std::string& name) {
     }
   }
   return nullptr;
+}
+
+// Options only the head acts on; an agent gets its node's share of them in other form.
+bool is_head_only(const OptionSpec* spec) {
+  static const std::vector<std::string_view> head_only = {"--nproc_per_node",
+                                                          "--nnodes",
+                                                          "--node_rank",
+                                                          "--master_addr",
+                                                          "--master_port",
+                                                          "--rdzv_backend",
+                                                          "--rdzv_endpoint",
+                                                          "--rdzv_id",
+                                                          "--rdzv_conf",
+                                                          "--standalone",
+                                                          "--hostfile",
+                                                          "--hosts",
+                                                          "-np",
+                                                          "--include",
+                                                          "--exclude",
+                                                          "-x",
+                                                          "--dry_run",
+                                                          "--help",
+                                                          "--version",
+                                                          "--local_addr"};
+  return std::find(head_only.begin(), head_only.end(), spec->names.front()) != head_only.end();
 }
 
 // "--nproc-per-node" and "--nproc_per_node" are one option, as in torchrun.
@@ -264,6 +292,11 @@ ParseResult parse_options(const std::vector<std::string>& args) {
       continue;
     }
     spec->apply(o, name, value, result.errors);
+    if (name == "--nproc_per_node") o.nproc_given = true;
+    if (!is_head_only(spec)) {
+      o.node_args.push_back(spec->names.front().data());
+      if (spec->takes_value) o.node_args.push_back(value);
+    }
   }
   if (i < args.size()) {
     o.program = args[i];
@@ -274,8 +307,8 @@ ParseResult parse_options(const std::vector<std::string>& args) {
     result.errors.push_back({"no program to run (usage: mlrun [options] PROGRAM [ARGS...])"});
   }
   if (o.node_rank >= o.nnodes_max) {
-    result.errors.push_back({fmt::format("--node_rank={} must be less than --nnodes={}",
-                                         o.node_rank, o.nnodes_max)});
+    result.errors.push_back(
+        {fmt::format("--node_rank={} must be less than --nnodes={}", o.node_rank, o.nnodes_max)});
   }
   if (o.module && o.no_python) {
     result.errors.push_back({"-m runs a Python module and cannot be used with --no_python"});

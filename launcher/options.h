@@ -11,8 +11,8 @@ namespace mlrun {
 
 /// --redirects / --tee values, per stream: 0 none, 1 stdout, 2 stderr, 3 both.
 struct StreamSpec {
-  int all = 0;                                   ///< For local ranks without their own entry.
-  std::vector<std::pair<int, int>> per_rank;     ///< (local rank, mask) from "0:1,1:2".
+  int all = 0;                                ///< For local ranks without their own entry.
+  std::vector<std::pair<int, int>> per_rank;  ///< (local rank, mask) from "0:1,1:2".
   int for_local_rank(int local_rank) const;
 };
 
@@ -22,15 +22,15 @@ struct Options {
   int nnodes_min = 1;
   int nnodes_max = 1;
   int node_rank = 0;
-  std::string master_addr;           ///< Empty: 127.0.0.1 for a single node.
-  int master_port = 0;               ///< 0: a free port, picked per attempt.
+  std::string master_addr;  ///< Empty: 127.0.0.1 for a single node.
+  int master_port = 0;      ///< 0: a free port, picked per attempt.
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::string rdzv_id;
   std::string rdzv_conf;
   bool standalone = false;
   int max_restarts = 0;
-  double monitor_interval = 0.1;     ///< Accepted for compatibility; exits are seen at once.
+  double monitor_interval = 0.1;  ///< Accepted for compatibility; exits are seen at once.
   std::string start_method = "spawn";
   std::string role = "default";
   std::string log_dir;
@@ -54,12 +54,18 @@ struct Options {
   std::string backend = "auto";
   std::string iface = "auto";
   bool dry_run = false;
-  double grace_period = 5.0;         ///< Seconds between SIGTERM and SIGKILL at teardown.
+  double grace_period = 5.0;  ///< Seconds between SIGTERM and SIGKILL at teardown.
   bool help = false;
   bool version = false;
 
   std::string program;
   std::vector<std::string> program_args;
+
+  /// The options as written, except those that only the head uses (hosts, node numbering,
+  /// rendezvous, -x, dry run): what the head hands each node's agent.
+  std::vector<std::string> node_args;
+  /// Whether --nproc_per_node was given (it then overrides hostfile slots).
+  bool nproc_given = false;
 };
 
 /// A user error in the command line, with the option it concerns.

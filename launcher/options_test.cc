@@ -29,6 +29,15 @@ TEST(Options, TorchrunCommandLineInBothSpellings) {
   EXPECT_EQ(o.program_args, (std::vector<std::string>{"--lr", "0.1"}));
 }
 
+TEST(Options, NodeArgsKeepWhatAgentsNeed) {
+  auto r = parse({"--hostfile", "h", "-np", "4", "-x", "A=1", "--max-restarts=2", "--tee", "3",
+                  "-m", "--nproc_per_node=2", "pkg.mod", "--x"});
+  ASSERT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.options.node_args,
+            (std::vector<std::string>{"--max_restarts", "2", "--tee", "3", "--module"}));
+  EXPECT_TRUE(r.options.nproc_given);
+}
+
 TEST(Options, ModuleAndNoPython) {
   auto r = parse({"-m", "pkg.train", "--x"});
   ASSERT_TRUE(r.errors.empty());

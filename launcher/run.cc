@@ -17,7 +17,14 @@
 
 #include <mlrun/rendezvous.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "launcher/command.h"
+#include "launcher/doctor.h"
+#include "launcher/head.h"
+#ifdef MLRUN_HAVE_RDZV_COMMAND
+#include "launcher/rdzv_command.h"
+#endif
 #include "launcher/node.h"
 #include "launcher/options.h"
 #include "launcher/summary.h"
@@ -64,6 +71,7 @@ struct LaunchPlan {
   std::vector<std::pair<std::string, std::string>> exports;
   InterfaceChoice iface;
   std::vector<std::pair<std::string, std::string>> network_defaults;
+  HostPlan hosts;  // --hostfile / -H only.
 };
 
 std::string choose_backend(const std::string& requested) {
@@ -71,12 +79,21 @@ std::string choose_backend(const std::string& requested) {
   return count_gpus() > 0 && nccl_available() ? "nccl" : "gloo";
 }
 
-// Collects every user error of the command line and the environment before anything runs.
-bool plan_launch(const Options& o, LaunchPlan& plan) {
-  std::vector<std::string> errors;
-  if (!o.hostfile.empty() || !o.hosts.empty()) {
-    errors.push_back(
-        "launching on several hosts from one command (--hostfile, -H) is not supported yet");
+bool on_hosts(const Options& o) {
+  return !o.hostfile.empty() || !o.hosts.empty();
+}
+
+// Collects every user error of the command line (errors: the parser's) and of the environment,
+// and reports them together, before anything runs.
+bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
+  if (on_hosts(o)) {
+    plan.hosts = plan_hosts(o, is_local_host);
+    errors.insert(errors.end(), plan.hosts.errors.begin(), plan.hosts.errors.end());
+    if (o.nnodes_max > 1 || o.node_rank > 0 || !o.rdzv_endpoint.empty()) {
+      errors.push_back(
+          "--hostfile/-H start every node from here: --nnodes, --node_rank and "
+          "--rdzv_endpoint are for starting nodes one by one");
+    }
   }
   if (o.nnodes_min != o.nnodes_max) {
     errors.push_back(fmt::format("--nnodes={}:{}: elastic jobs are not supported yet", o.nnodes_min,
@@ -88,7 +105,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan) {
   } catch (const std::exception& e) {
     errors.push_back(e.what());
   }
-  if (o.np > 0 && o.np != plan.nproc) {
+  if (!on_hosts(o) && o.np > 0 && o.np != plan.nproc) {
     if (o.nproc_per_node == "1") {
       plan.nproc = o.np;  // A single node: -np is the worker count.
     } else {
@@ -99,8 +116,10 @@ bool plan_launch(const Options& o, LaunchPlan& plan) {
   const char* python = std::getenv("PYTHON");
   const char* path = std::getenv("PATH");
   try {
-    plan.argv = worker_command(o, python && *python ? python : "python3",
-                               path ? path : "/usr/local/bin:/usr/bin:/bin");
+    if (!o.program.empty()) {
+      plan.argv = worker_command(o, python && *python ? python : "python3",
+                                 path ? path : "/usr/local/bin:/usr/bin:/bin");
+    }
   } catch (const SpawnError& e) {
     errors.push_back(e.what());
   }
@@ -132,10 +151,16 @@ bool plan_launch(const Options& o, LaunchPlan& plan) {
   // Every node runs as many workers as this one when the nodes are launched one by one; the
   // real world size comes from the rendezvous.
   plan.world_size = plan.nproc * o.nnodes_max;
+  if (on_hosts(o)) {
+    plan.world_size = 0;
+    for (const auto& n : plan.hosts.nodes) plan.world_size += n.nproc;
+  }
   plan.backend = choose_backend(o.backend);
   // Nodes started one by one share nothing but their command lines: their job id is
   // torchrun's --rdzv_id (default "none"), the same on every node.
-  plan.job_id = !o.rdzv_id.empty() ? o.rdzv_id : o.nnodes_max > 1 ? "none" : random_hex(6);
+  plan.job_id = !o.rdzv_id.empty()                 ? o.rdzv_id
+                : o.nnodes_max > 1 && !on_hosts(o) ? "none"
+                                                   : random_hex(6);
   plan.run_id = o.rdzv_id.empty() ? (o.standalone ? plan.job_id : "none") : o.rdzv_id;
   plan.hostname = host_name();
   plan.log_dir = o.log_dir;
@@ -277,21 +302,11 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
   return r;
 }
 
-// The launch of this node's part of a job, as named steps.
-int launch(const Options& o) {
-  // 1. Plan: program, worker count, backend, every user error reported before anything runs.
-  LaunchPlan plan;
-  if (!plan_launch(o, plan)) return 2;
-  // 2. A dry run prints the plan and starts nothing.
-  if (o.dry_run) {
-    print_dry_run(o, plan);
-    return 0;
-  }
-  // 3. The lifeline, forked while this process has one thread, cleans up if we are SIGKILLed.
-  Lifeline lifeline = Lifeline::start();
-  // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
-  signal(SIGPIPE, SIG_IGN);
-  // 4. A directory for error files, and log files when asked for; a temporary one is removed.
+// Runs this node's workers in a job whose rendezvous is known (job: endpoint, token, job id,
+// nnodes, node rank); the rest of job comes from the plan. Returns the exit code.
+int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifeline& lifeline,
+                  int lifeline_fd) {
+  // A directory for error files, and log files when asked for; a temporary one is removed.
   bool temporary_dir = plan.log_dir.empty();
   std::string run_dir = plan.log_dir;
   if (temporary_dir) {
@@ -311,34 +326,9 @@ int launch(const Options& o) {
       if (temporary) fs::remove_all(dir, ignored);
     }
   } remove_run_dir{temporary_dir, run_dir};
-  // 5. The rendezvous: this launcher serves it (one node; node 0 or the endpoint's owner of a
-  //    multi-node job), or joins another node's.
-  RendezvousPlan rdzv = plan_rendezvous(o, plan);
-  std::optional<rendezvous::Server> server;
-  if (rdzv.serve) {
-    try {
-      server.emplace(rendezvous::Server::start(
-          rendezvous::ServerOptions{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id}));
-    } catch (const std::exception& e) {
-      error(fmt::format("cannot serve the rendezvous on {}:{}: {}", rdzv.listen_host, rdzv.port,
-                        e.what()));
-      return 1;
-    }
-    if (rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
-  }
-  // 6. Run this node's workers for every attempt: join, spawn, route output, stop everyone on
-  //    the first failure anywhere, restart while restarts remain.
-  NodeJob job;
-  job.endpoint = rdzv.endpoint;
-  job.token = rdzv.token;
-  job.job_id = plan.job_id;
-  job.nnodes = o.nnodes_max;
-  job.node_rank = o.nnodes_max == 1 || o.rdzv_endpoint.empty() ? o.node_rank : -1;
-  job.nproc = plan.nproc;
-  job.master_addr = plan.master_addr;
-  job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
   job.argv = plan.argv;
   job.env = env_template(o, plan);
+  job.env.nnodes = job.nnodes;
   job.max_restarts = o.max_restarts;
   job.grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   job.host = plan.hostname;
@@ -355,14 +345,230 @@ int launch(const Options& o) {
     return read_error_file_message(error_file(run_dir, attempt, rank));
   };
   try {
-    return run_node(job, hooks, lifeline, -1);
+    return run_node(job, hooks, lifeline, lifeline_fd);
   } catch (const std::exception& e) {
     error(e.what());
     return 1;
   }
 }
 
-using Subcommand = int (*)(const std::vector<std::string>&);
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("mlrun") : p.string();
+}
+
+// The job on every host of --hostfile / -H, from here: the rendezvous is served here, this
+// host's workers (if it is listed) run in this process, every other host gets an agent over SSH.
+int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
+  const auto& nodes = plan.hosts.nodes;
+  // 1. A connection to every other host, all made at once before anything starts: every
+  //    unreachable host is reported together and nothing runs.
+  std::vector<HostEntry> remote_hosts;
+  for (const auto& n : nodes) {
+    if (!n.local) remote_hosts.push_back(n.host);
+  }
+  std::vector<std::string> errors;
+  std::unique_ptr<RemoteAgents> remote;
+  if (!remote_hosts.empty()) {
+    remote = RemoteAgents::connect(remote_hosts, std::chrono::seconds(10), errors);
+    for (const auto& e : errors) error(e);
+    if (!errors.empty()) return 1;
+  }
+  // 2. The rendezvous, on every address; the nodes reach it at this host's address on their
+  //    route here (the one their SSH connection came in on).
+  std::string advertised = remote ? remote->local_address() : "127.0.0.1";
+  std::string token = random_hex(16);
+  std::optional<rendezvous::Server> server;
+  try {
+    server.emplace(
+        rendezvous::Server::start(rendezvous::ServerOptions{"0.0.0.0", 0, token, plan.job_id}));
+  } catch (const std::exception& e) {
+    error(fmt::format("cannot serve the rendezvous: {}", e.what()));
+    return 1;
+  }
+  std::string endpoint = advertised.find(':') == std::string::npos
+                             ? fmt::format("{}:{}", advertised, server->port())
+                             : fmt::format("[{}]:{}", advertised, server->port());
+  // 3. An agent on every other host; its job and the token go on its stdin.
+  const char* path = std::getenv("PATH");
+  const char* ld_path = std::getenv("LD_LIBRARY_PATH");
+  std::error_code ec;
+  std::string cwd = fs::current_path(ec).string();
+  std::vector<RemoteAgents::Agent> agents;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].local) continue;
+    nlohmann::json env = nlohmann::json::object();
+    if (path) env["PATH"] = path;
+    if (ld_path) env["LD_LIBRARY_PATH"] = ld_path;
+    std::vector<std::string> args = o.node_args;
+    for (const auto& [name, value] : plan.exports) {
+      args.push_back("-x");
+      args.push_back(name + "=" + value);
+    }
+    args.push_back("--");
+    args.push_back(o.program);
+    args.insert(args.end(), o.program_args.begin(), o.program_args.end());
+    nlohmann::json payload = {{"endpoint", endpoint},
+                              {"token", token},
+                              {"job_id", plan.job_id},
+                              {"nnodes", nodes.size()},
+                              {"node_rank", i},
+                              {"nproc", nodes[i].nproc},
+                              {"cwd", cwd},
+                              {"env", env},
+                              {"args", args}};
+    agents.push_back({static_cast<int>(i), fmt::format("exec {} agent", shell_quote(self_path())),
+                      payload.dump() + "\n"});
+  }
+  rendezvous::Server* served = &*server;
+  if (remote) {
+    remote->start(std::move(agents),
+                  [served](int node, const std::string& host, const std::string& why) {
+                    served->abort(fmt::format("node {} ({}) lost: {}", node, host, why));
+                  });
+  }
+  // 4. This host's workers, or, when it is not listed, a watch over the others'.
+  int code;
+  auto local = std::find_if(nodes.begin(), nodes.end(), [](const NodePlan& n) { return n.local; });
+  if (local != nodes.end()) {
+    plan.nproc = local->nproc;
+    NodeJob job;
+    job.endpoint = endpoint;
+    job.token = token;
+    job.job_id = plan.job_id;
+    job.nnodes = static_cast<int>(nodes.size());
+    job.node_rank = static_cast<int>(local - nodes.begin());
+    job.nproc = local->nproc;
+    code = run_this_node(o, plan, job, lifeline, -1);
+  } else {
+    code = watch_job(endpoint, token, plan.job_id, static_cast<int>(nodes.size()), o.max_restarts,
+                     [&](const std::string& reason) { served->abort(reason); });
+  }
+  // 5. Every agent ends with the job; close the connections of any that do not.
+  if (remote) remote->finish(std::chrono::seconds(10));
+  return code;
+}
+
+void print_host_plan(const Options& o, const LaunchPlan& plan) {
+  fmt::print("mlrun: dry run: {} nodes, world size {}, backend {}\n", plan.hosts.nodes.size(),
+             plan.world_size, plan.backend);
+  int offset = 0;
+  for (std::size_t i = 0; i < plan.hosts.nodes.size(); ++i) {
+    const auto& n = plan.hosts.nodes[i];
+    fmt::print("node {} ({}{}): ranks {}-{}, {}\n", i, n.host.user.empty() ? "" : n.host.user + "@",
+               n.host.host, offset, offset + n.nproc - 1,
+               n.local ? "this host, no SSH" : "agent over SSH");
+    offset += n.nproc;
+  }
+  fmt::print("  command: {}\n", fmt::join(plan.argv, " "));
+  for (const auto& [name, value] : plan.exports) fmt::print("  -x {}={}\n", name, value);
+}
+
+// The launch of this node's part of a job, as named steps.
+int launch(const Options& o, std::vector<std::string> option_errors) {
+  // 1. Plan: program, worker count, backend, every user error reported before anything runs.
+  LaunchPlan plan;
+  if (!plan_launch(o, plan, std::move(option_errors))) return 2;
+  // 2. A dry run prints the plan and starts nothing.
+  if (o.dry_run) {
+    on_hosts(o) ? print_host_plan(o, plan) : print_dry_run(o, plan);
+    return 0;
+  }
+  // 3. The lifeline, forked while this process has one thread, cleans up if we are SIGKILLed.
+  Lifeline lifeline = Lifeline::start();
+  // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
+  signal(SIGPIPE, SIG_IGN);
+  if (on_hosts(o)) return launch_on_hosts(o, plan, lifeline);
+  // 4. The rendezvous: this launcher serves it (one node; node 0 or the endpoint's owner of a
+  //    multi-node job), or joins another node's.
+  RendezvousPlan rdzv = plan_rendezvous(o, plan);
+  std::optional<rendezvous::Server> server;
+  if (rdzv.serve) {
+    try {
+      server.emplace(rendezvous::Server::start(
+          rendezvous::ServerOptions{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id}));
+    } catch (const std::exception& e) {
+      error(fmt::format("cannot serve the rendezvous on {}:{}: {}", rdzv.listen_host, rdzv.port,
+                        e.what()));
+      return 1;
+    }
+    if (rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
+  }
+  // 5. Run this node's workers for every attempt: join, spawn, route output, stop everyone on
+  //    the first failure anywhere, restart while restarts remain.
+  NodeJob job;
+  job.endpoint = rdzv.endpoint;
+  job.token = rdzv.token;
+  job.job_id = plan.job_id;
+  job.nnodes = o.nnodes_max;
+  job.node_rank = o.nnodes_max == 1 || o.rdzv_endpoint.empty() ? o.node_rank : -1;
+  job.nproc = plan.nproc;
+  job.master_addr = plan.master_addr;
+  job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
+  return run_this_node(o, plan, job, lifeline, -1);
+}
+
+// `mlrun agent`: one node of a job started by a head over SSH. Its job arrives on stdin (one
+// JSON line: rendezvous endpoint and token, node rank, worker count, the head's options,
+// environment and directory), and stdin stays open: its end means the head is gone.
+int agent_command(const std::vector<std::string>&) {
+  std::string line;
+  char c;
+  // Byte by byte: nothing past the job's line may be consumed, since stdin is the lifeline.
+  while (line.size() < (1u << 20)) {
+    ssize_t n = read(STDIN_FILENO, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') break;
+    line += c;
+  }
+  nlohmann::json j;
+  std::vector<std::string> args;
+  NodeJob job;
+  try {
+    j = nlohmann::json::parse(line);
+    job.endpoint = j.at("endpoint").get<std::string>();
+    job.token = j.at("token").get<std::string>();
+    job.job_id = j.at("job_id").get<std::string>();
+    job.nnodes = j.at("nnodes").get<int>();
+    job.node_rank = j.at("node_rank").get<int>();
+    job.nproc = j.at("nproc").get<int>();
+    args = j.at("args").get<std::vector<std::string>>();
+    for (const auto& [name, value] : j.at("env").items()) {
+      setenv(name.c_str(), value.get<std::string>().c_str(), 1);
+    }
+    std::string cwd = j.at("cwd").get<std::string>();
+    if (chdir(cwd.c_str()) != 0) {
+      fmt::print(stderr, "mlrun: warning: {}: cannot enter {} ({}); running in {}\n", host_name(),
+                 cwd, std::strerror(errno), getenv("HOME") ? getenv("HOME") : "/");
+    }
+  } catch (const std::exception& e) {
+    error(fmt::format("agent on {}: bad job description on stdin: {}", host_name(), e.what()));
+    return 2;
+  }
+  args.insert(args.begin(), fmt::format("--nproc_per_node={}", job.nproc));
+  ParseResult parsed = parse_options(args);
+  std::string rdzv_host;
+  int rdzv_port;
+  split_endpoint(job.endpoint, rdzv_host, rdzv_port);
+  // The interface that reaches the head's rendezvous is the one the job's traffic takes.
+  parsed.options.master_addr = rdzv_host;
+  std::vector<std::string> errors;
+  for (auto& e : parsed.errors) errors.push_back(fmt::format("{}: {}", host_name(), e.message));
+  LaunchPlan plan;
+  if (!plan_launch(parsed.options, plan, errors)) return 2;
+  plan.job_id = job.job_id;
+  Lifeline lifeline = Lifeline::start();
+  signal(SIGPIPE, SIG_IGN);
+  job.print_summary = false;
+  return run_this_node(parsed.options, plan, job, lifeline, STDIN_FILENO);
+}
 
 int launch_command(const std::vector<std::string>& args) {
   ParseResult parsed = parse_options(args);
@@ -374,14 +580,32 @@ int launch_command(const std::vector<std::string>& args) {
     fmt::print("mlrun {}\n", kVersion);
     return 0;
   }
-  for (const auto& e : parsed.errors) error(e.message);
-  if (!parsed.errors.empty()) return 2;
-  return launch(parsed.options);
+  std::vector<std::string> errors;
+  for (auto& e : parsed.errors) errors.push_back(std::move(e.message));
+  return launch(parsed.options, std::move(errors));
 }
+
+struct Subcommand {
+  std::string_view name;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"doctor", doctor_command},
+    {"agent", agent_command},
+#ifdef MLRUN_HAVE_RDZV_COMMAND
+    {"rdzv", rdzv_command},
+#endif
+};
 
 }  // namespace
 
 int mlrun_main(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    for (const auto& sub : kSubcommands) {
+      if (args[0] == sub.name) return sub.run({args.begin() + 1, args.end()});
+    }
+  }
   return launch_command(args);
 }
 

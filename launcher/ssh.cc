@@ -1,5 +1,6 @@
 #include "launcher/ssh.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -257,6 +258,19 @@ SshSession::~SshSession() = default;
 
 const std::string& SshSession::host() const {
   return impl_->host;
+}
+
+std::string SshSession::local_address() const {
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (getsockname(impl_->socket_fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* raw =
+      local.ss_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+  if (inet_ntop(local.ss_family, raw, text, sizeof text) == nullptr) return {};
+  return text;
 }
 
 SshSession SshSession::connect(const SshTarget& target, const SshOptions& options) {

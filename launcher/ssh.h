@@ -84,6 +84,8 @@ class SshSession {
 
   /// The target's host as given to connect().
   const std::string& host() const;
+  /// This machine's address on the connection (how the remote host sees us), e.g. "10.0.0.1".
+  std::string local_address() const;
 
   /// Runs command (through the remote user's shell) and blocks until it ends. Writes
   /// stdin_data to its stdin, then sends EOF; copies its stdout / stderr bytes to the given

@@ -1,0 +1,246 @@
+#include "launcher/head.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "launcher/ssh.h"
+#include "worker/net.h"
+#include "worker/network.h"
+#include "worker/output.h"
+
+namespace mlrun {
+
+HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string&)>& is_local) {
+  HostPlan plan;
+  HostList list;
+  if (!o.hostfile.empty() && !o.hosts.empty()) {
+    plan.errors.push_back("--hostfile and -H both name the hosts: give one of them");
+    return plan;
+  }
+  list = !o.hostfile.empty() ? read_hostfile(o.hostfile) : parse_host_list(o.hosts);
+  if (list.ok()) list = apply_include_exclude(std::move(list.hosts), o.include, o.exclude);
+  for (const auto& e : list.errors) plan.errors.push_back(format_error(e));
+  if (!list.ok()) return plan;
+  int per_node = 0;
+  if (o.nproc_given) {
+    try {
+      per_node = std::stoi(o.nproc_per_node);
+    } catch (...) {
+      plan.errors.push_back(fmt::format(
+          "--nproc_per_node={}: give a number with --hostfile or -H (each host counts its own)",
+          o.nproc_per_node));
+      return plan;
+    }
+  }
+  int total = 0;
+  for (const auto& h : list.hosts) {
+    NodePlan n{h, per_node > 0 ? per_node : h.slots, is_local(h.host)};
+    total += n.nproc;
+    plan.nodes.push_back(std::move(n));
+  }
+  if (o.np > 0) {
+    if (o.np > total) {
+      plan.errors.push_back(
+          fmt::format("-np {}: the hosts have only {} slot{}", o.np, total, total == 1 ? "" : "s"));
+      return plan;
+    }
+    // Filled host by host, in order, as mpirun does; hosts left with nothing are not used.
+    int left = o.np;
+    std::vector<NodePlan> used;
+    for (auto& n : plan.nodes) {
+      if (left == 0) break;
+      n.nproc = std::min(n.nproc, left);
+      left -= n.nproc;
+      used.push_back(std::move(n));
+    }
+    plan.nodes = std::move(used);
+  }
+  int locals = 0;
+  for (const auto& n : plan.nodes) locals += n.local;
+  if (locals > 1) {
+    plan.errors.push_back(
+        "more than one listed host is this machine (localhost and its own name or address?): "
+        "list it once");
+  }
+  return plan;
+}
+
+bool is_local_host(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+  if (host == host_name()) return true;
+  unsigned char bytes[16];
+  int family = inet_pton(AF_INET, host.c_str(), bytes) == 1    ? AF_INET
+               : inet_pton(AF_INET6, host.c_str(), bytes) == 1 ? AF_INET6
+                                                               : 0;
+  if (family == 0) return false;
+  for (const auto& i : list_interfaces()) {
+    for (const auto& a : i.addresses) {
+      if (a.family == family && std::memcmp(a.bytes, bytes, family == AF_INET ? 4 : 16) == 0) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+struct RemoteAgents::State {
+  struct Running {
+    int node_rank;
+    std::string host;
+    RemoteCommand command;
+    std::unique_ptr<StreamOutput> out;
+    std::unique_ptr<StreamOutput> err;
+    bool out_open = true;
+    bool err_open = true;
+    bool ended = false;
+  };
+  std::vector<SshSession> sessions;  // Connected, not started yet.
+  std::vector<Running> agents;
+  LostCallback on_lost;
+  std::atomic<bool> job_over{false};
+  std::thread relay;
+
+  // Copies every agent's output to the terminal, whole lines at a time, and notices agents
+  // that end. Runs until every agent has ended and its output is drained.
+  void relay_loop() {
+    char buf[16384];
+    while (true) {
+      std::vector<pollfd> fds;
+      std::vector<std::pair<std::size_t, int>> which;  // (agent, 0 out / 1 err / 2 done)
+      for (std::size_t i = 0; i < agents.size(); ++i) {
+        auto& a = agents[i];
+        if (a.out_open) {
+          fds.push_back({a.command.stdout_fd(), POLLIN, 0});
+          which.emplace_back(i, 0);
+        }
+        if (a.err_open) {
+          fds.push_back({a.command.stderr_fd(), POLLIN, 0});
+          which.emplace_back(i, 1);
+        }
+        if (!a.ended) {
+          fds.push_back({a.command.done_fd(), POLLIN, 0});
+          which.emplace_back(i, 2);
+        }
+      }
+      if (which.empty()) return;
+      if (poll(fds.data(), fds.size(), -1) < 0) continue;
+      for (std::size_t k = 0; k < which.size(); ++k) {
+        if (fds[k].revents == 0) continue;
+        auto& a = agents[which[k].first];
+        int kind = which[k].second;
+        if (kind == 2) {
+          a.ended = true;
+          RemoteExit exit = a.command.wait();
+          drain(a, buf, sizeof buf);
+          if (!job_over && on_lost) {
+            std::string why = !exit.error.empty() ? exit.error
+                              : !exit.signal.empty()
+                                  ? fmt::format("its agent was killed by SIG{}", exit.signal)
+                                  : fmt::format("its agent exited with code {}", exit.exit_code);
+            on_lost(a.node_rank, a.host, why);
+          }
+          continue;
+        }
+        int fd = kind == 0 ? a.command.stdout_fd() : a.command.stderr_fd();
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) {
+          (kind == 0 ? a.out : a.err)->on_data({buf, static_cast<std::size_t>(n)});
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          (kind == 0 ? a.out : a.err)->on_eof();
+          (kind == 0 ? a.out_open : a.err_open) = false;
+        }
+      }
+    }
+  }
+
+  static void drain(Running& a, char* buf, std::size_t size) {
+    for (int kind = 0; kind < 2; ++kind) {
+      bool& open = kind == 0 ? a.out_open : a.err_open;
+      int fd = kind == 0 ? a.command.stdout_fd() : a.command.stderr_fd();
+      while (open) {
+        ssize_t n = read(fd, buf, size);
+        if (n > 0) {
+          (kind == 0 ? a.out : a.err)->on_data({buf, static_cast<std::size_t>(n)});
+        } else if (n < 0 && errno == EINTR) {
+          continue;
+        } else {
+          if (n == 0) {
+            (kind == 0 ? a.out : a.err)->on_eof();
+            open = false;
+          }
+          break;
+        }
+      }
+    }
+  }
+};
+
+RemoteAgents::RemoteAgents(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+std::unique_ptr<RemoteAgents> RemoteAgents::connect(const std::vector<HostEntry>& hosts,
+                                                    std::chrono::milliseconds connect_timeout,
+                                                    std::vector<std::string>& errors) {
+  std::vector<SshTarget> targets;
+  for (const auto& h : hosts) targets.push_back({h.host, h.user, h.port});
+  SshOptions options;
+  options.connect_timeout = connect_timeout;
+  auto sessions = connect_all(targets, options);
+  for (const auto& s : sessions) {
+    if (auto* e = std::get_if<SshError>(&s)) errors.push_back(e->what());
+  }
+  if (!errors.empty()) return nullptr;
+  auto state = std::make_unique<State>();
+  for (auto& s : sessions) state->sessions.push_back(std::move(std::get<SshSession>(s)));
+  return std::unique_ptr<RemoteAgents>(new RemoteAgents(std::move(state)));
+}
+
+std::string RemoteAgents::local_address() const {
+  return state_->sessions.empty() ? std::string() : state_->sessions.front().local_address();
+}
+
+void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
+  state_->on_lost = std::move(on_lost);
+  for (std::size_t i = 0; i < agents.size() && i < state_->sessions.size(); ++i) {
+    std::string host = state_->sessions[i].host();
+    state_->agents.push_back(State::Running{
+        agents[i].node_rank, host,
+        RemoteCommand::start(std::move(state_->sessions[i]), std::move(agents[i].command),
+                             std::move(agents[i].payload)),
+        // The agent already tagged each line with its rank.
+        std::make_unique<StreamOutput>(StreamRoute{STDOUT_FILENO, "", -1, false}, 0),
+        std::make_unique<StreamOutput>(StreamRoute{STDERR_FILENO, "", -1, false}, 0)});
+  }
+  state_->sessions.clear();
+  State* raw = state_.get();
+  state_->relay = std::thread([raw] { raw->relay_loop(); });
+}
+
+void RemoteAgents::finish(std::chrono::milliseconds bound) {
+  state_->job_over = true;
+  if (!state_->relay.joinable()) return;
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  for (auto& a : state_->agents) {
+    // Each agent ends by itself once its job is over; done_fd says when.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{a.command.done_fd(), POLLIN, 0};
+    poll(&p, 1, static_cast<int>(std::max<long>(0, left.count())));
+  }
+  for (auto& a : state_->agents) a.command.stop();
+}
+
+RemoteAgents::~RemoteAgents() {
+  state_->job_over = true;
+  for (auto& a : state_->agents) a.command.stop();
+  // The relay ends once every agent has ended and its pipes are drained; stop() ends them.
+  if (state_->relay.joinable()) state_->relay.join();
+}
+
+}  // namespace mlrun

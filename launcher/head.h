@@ -1,0 +1,73 @@
+// The head of a job launched on several hosts from one command (--hostfile, -H): which host runs
+// how many workers, and the agents it starts on the other hosts over SSH.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hostfiles/hostfile.h"
+#include "launcher/options.h"
+
+namespace mlrun {
+
+/// One node of the job, in node-rank order.
+struct NodePlan {
+  HostEntry host;
+  int nproc = 0;
+  bool local = false;  ///< The head's own host: its workers start without SSH.
+};
+
+struct HostPlan {
+  std::vector<NodePlan> nodes;
+  std::vector<std::string> errors;  ///< Every user error, "file:line: what" where there is one.
+};
+
+/// Nodes from --hostfile or -H, --include / --exclude, -np (total ranks, filled host by host as
+/// mpirun does) and --nproc_per_node (overrides every host's slots). is_local tells the head's
+/// own host.
+HostPlan plan_hosts(const Options& options,
+                    const std::function<bool(const std::string&)>& is_local);
+
+/// Whether host names this machine: localhost, a loopback address, its host name, or one of
+/// its interface addresses.
+bool is_local_host(const std::string& host);
+
+/// The agents on remote hosts: started over SSH in parallel, their output relayed to this
+/// process's stdout and stderr line by line, and watched: an agent that ends before the job does
+/// is reported to on_lost (from the relay thread).
+class RemoteAgents {
+ public:
+  struct Agent {
+    int node_rank;
+    std::string command;  ///< The remote command line (no secret in it).
+    std::string payload;  ///< Its stdin: the job description and the token.
+  };
+  using LostCallback =
+      std::function<void(int node_rank, const std::string& host, const std::string& why)>;
+
+  /// Connects to every agent's host at once. On any failure nothing is connected and every
+  /// failure is in errors, one line per host.
+  static std::unique_ptr<RemoteAgents> connect(const std::vector<HostEntry>& hosts,
+                                               std::chrono::milliseconds connect_timeout,
+                                               std::vector<std::string>& errors);
+  /// This machine's address as the first host sees it.
+  std::string local_address() const;
+  /// Starts the agents, in the order of connect()'s hosts.
+  void start(std::vector<Agent> agents, LostCallback on_lost);
+  ~RemoteAgents();
+
+  /// The job is over: agents that end from now on are not lost. Waits up to bound for every
+  /// agent to exit by itself, then closes the connections of the rest.
+  void finish(std::chrono::milliseconds bound);
+
+  struct State;
+
+ private:
+  explicit RemoteAgents(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mlrun

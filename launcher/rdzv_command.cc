@@ -1,0 +1,230 @@
+#include "launcher/rdzv_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include <mlrun/rendezvous.hpp>
+
+#include "worker/net.h"
+
+namespace mlrun {
+namespace {
+
+namespace rdzv = mlrun::rendezvous;
+
+constexpr int kDefaultPort = 29400;
+
+struct RdzvOptions {
+  std::string host = "0.0.0.0";
+  int port = kDefaultPort;
+  std::string token_file;      // --token-file: read the token from it
+  std::string new_token_file;  // --new-token-file: write a fresh token to it
+  std::string job_id;
+  bool help = false;
+};
+
+// Every user error of the command line, collected; flags take `--flag VALUE` or `--flag=VALUE`.
+RdzvOptions parse(const std::vector<std::string>& args, std::vector<std::string>& errors) {
+  RdzvOptions o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i], value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    auto take = [&]() -> std::optional<std::string> {
+      if (has_value) return value;
+      if (i + 1 < args.size()) return args[++i];
+      errors.push_back(fmt::format("{} needs a value", arg));
+      return std::nullopt;
+    };
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+    } else if (arg == "--host") {
+      if (auto v = take()) o.host = *v;
+    } else if (arg == "--port") {
+      if (auto v = take()) {
+        char* end = nullptr;
+        long p = std::strtol(v->c_str(), &end, 10);
+        if (v->empty() || *end != '\0' || p < 0 || p > 65535) {
+          errors.push_back(fmt::format("--port {}: not a port number (0 = any free port)", *v));
+        } else {
+          o.port = static_cast<int>(p);
+        }
+      }
+    } else if (arg == "--token-file") {
+      if (auto v = take()) o.token_file = *v;
+    } else if (arg == "--new-token-file") {
+      if (auto v = take()) o.new_token_file = *v;
+    } else if (arg == "--job-id") {
+      if (auto v = take()) o.job_id = *v;
+    } else if (arg == "--token") {
+      // Refused on purpose: every user of the host can read a process's argv.
+      if (!has_value && i + 1 < args.size()) ++i;
+      errors.push_back(
+          "--token: a token in argv is visible to every user of this host; put it in "
+          "MLRUN_RDZV_TOKEN or in a file named by --token-file");
+    } else {
+      errors.push_back(fmt::format("unknown argument \"{}\" (mlrun rdzv --help)", args[i]));
+    }
+  }
+  if (!o.token_file.empty() && !o.new_token_file.empty()) {
+    errors.push_back("--token-file and --new-token-file exclude each other");
+  }
+  return o;
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  std::size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  std::string out;
+  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+// The token from its one source; an empty result means an error was recorded.
+std::string load_token(const RdzvOptions& o, std::vector<std::string>& errors) {
+  if (!o.new_token_file.empty()) {
+    // O_EXCL: never overwrite (or follow a planted link to) someone's file; 0600: the secret
+    // is readable by its owner only.
+    std::string token = random_hex(16);
+    int fd = open(o.new_token_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      errors.push_back(fmt::format("--new-token-file {}: {}", o.new_token_file,
+                                   std::strerror(errno)));
+      return {};
+    }
+    std::string line = token + "\n";
+    bool ok = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ok = close(fd) == 0 && ok;
+    if (!ok) {
+      errors.push_back(fmt::format("--new-token-file {}: cannot write it", o.new_token_file));
+      return {};
+    }
+    return token;
+  }
+  if (!o.token_file.empty()) {
+    std::ifstream in(o.token_file);
+    if (!in) {
+      errors.push_back(fmt::format("--token-file {}: {}", o.token_file, std::strerror(errno)));
+      return {};
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::string token = text.str();
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
+                              token.back() == ' ' || token.back() == '\t')) {
+      token.pop_back();
+    }
+    if (token.empty()) errors.push_back(fmt::format("--token-file {}: empty", o.token_file));
+    struct stat st;
+    if (!token.empty() && stat(o.token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      fmt::print(stderr, "mlrun rdzv: warning: {} is readable by other users (chmod 600 it)\n",
+                 o.token_file);
+    }
+    return token;
+  }
+  const char* env = std::getenv("MLRUN_RDZV_TOKEN");
+  if (env != nullptr && *env != '\0') return env;
+  errors.push_back(
+      "no token: set MLRUN_RDZV_TOKEN, or pass --token-file FILE, or --new-token-file FILE to "
+      "make one");
+  return {};
+}
+
+// What clients connect to: a wildcard address is no destination, so name this host instead.
+std::string advertised_endpoint(const RdzvOptions& o, const rdzv::Server& server) {
+  if (o.host == "0.0.0.0" || o.host == "::" || o.host.empty()) {
+    return fmt::format("{}:{}", host_name(), server.port());
+  }
+  return server.endpoint();
+}
+
+}  // namespace
+
+std::string rdzv_usage() {
+  return fmt::format(
+      "usage: mlrun rdzv [--host ADDR] [--port PORT] [--token-file FILE | --new-token-file FILE]\n"
+      "                  [--job-id ID]\n"
+      "Serves a rendezvous (ranks, key-value store, barriers, NCCL unique IDs) for trainers that\n"
+      "bring their own launcher, until SIGINT or SIGTERM. Prints its endpoint (host:port) on\n"
+      "stdout, one line, once it listens; clients connect with that endpoint and the token.\n"
+      "  --host ADDR             address to listen on (default 0.0.0.0: every interface)\n"
+      "  --port PORT             port (default {}; 0: any free port, printed)\n"
+      "  --token-file FILE       read the job's token from FILE\n"
+      "  --new-token-file FILE   make a random token and write it to FILE (created, mode 600)\n"
+      "  --job-id ID             refuse clients that name another job id\n"
+      "Without a file, the token is MLRUN_RDZV_TOKEN. There is no --token flag: argv is\n"
+      "visible to every user of the host.\n",
+      kDefaultPort);
+}
+
+int rdzv_command(const std::vector<std::string>& args) {
+  // 1. Options and token: every user error reported together, before anything listens.
+  std::vector<std::string> errors;
+  RdzvOptions o = parse(args, errors);
+  if (o.help) {
+    fmt::print("{}", rdzv_usage());
+    return 0;
+  }
+  std::string token = errors.empty() ? load_token(o, errors) : std::string();
+  for (const auto& e : errors) fmt::print(stderr, "mlrun rdzv: error: {}\n", e);
+  if (!errors.empty()) return 2;
+
+  // 2. Block SIGINT and SIGTERM before the server's thread starts (it inherits the mask), so
+  //    that only sigwait below receives them.
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+  struct RestoreMask {
+    sigset_t mask;
+    ~RestoreMask() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{old_mask};
+
+  // 3. Serve; the endpoint goes to stdout for scripts, everything else to stderr.
+  std::optional<rdzv::Server> server;
+  try {
+    rdzv::ServerOptions options{o.host, o.port, token, o.job_id};
+    options.on_abort = [](std::string_view reason) {
+      fmt::print(stderr, "mlrun rdzv: the job was aborted: {}\n", reason);
+    };
+    server.emplace(rdzv::Server::start(std::move(options)));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mlrun rdzv: error: cannot serve on {}:{}: {}\n", o.host, o.port, e.what());
+    return 1;
+  }
+  fmt::print("{}\n", advertised_endpoint(o, *server));
+  std::fflush(stdout);
+  fmt::print(stderr, "mlrun rdzv: serving on {}:{}{}; SIGINT or SIGTERM stops it\n", o.host,
+             server->port(), o.job_id.empty() ? "" : fmt::format(" for job {}", o.job_id));
+
+  // 4. Until a stop signal: then close every connection and return.
+  int signal_number = 0;
+  while (sigwait(&stop_signals, &signal_number) != 0) {
+  }
+  server->stop();
+  fmt::print(stderr, "mlrun rdzv: stopped by {}\n", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  return 0;
+}
+
+}  // namespace mlrun
