@@ -399,6 +399,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   // 3. An agent on every other host; its job and the token go on its stdin.
   const char* path = std::getenv("PATH");
   const char* ld_path = std::getenv("LD_LIBRARY_PATH");
+  const char* python = std::getenv("PYTHON");
   std::error_code ec;
   std::string cwd = fs::current_path(ec).string();
   std::vector<RemoteAgents::Agent> agents;
@@ -407,6 +408,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     nlohmann::json env = nlohmann::json::object();
     if (path) env["PATH"] = path;
     if (ld_path) env["LD_LIBRARY_PATH"] = ld_path;
+    if (python) env["PYTHON"] = python;
     std::vector<std::string> args = o.node_args;
     for (const auto& [name, value] : plan.exports) {
       args.push_back("-x");
