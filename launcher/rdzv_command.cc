@@ -108,8 +108,8 @@ std::string load_token(const RdzvOptions& o, std::vector<std::string>& errors) {
     std::string token = random_hex(16);
     int fd = open(o.new_token_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-      errors.push_back(fmt::format("--new-token-file {}: {}", o.new_token_file,
-                                   std::strerror(errno)));
+      errors.push_back(
+          fmt::format("--new-token-file {}: {}", o.new_token_file, std::strerror(errno)));
       return {};
     }
     std::string line = token + "\n";
@@ -130,8 +130,8 @@ std::string load_token(const RdzvOptions& o, std::vector<std::string>& errors) {
     std::ostringstream text;
     text << in.rdbuf();
     std::string token = text.str();
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' ||
-                              token.back() == ' ' || token.back() == '\t')) {
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
+                              token.back() == '\t')) {
       token.pop_back();
     }
     if (token.empty()) errors.push_back(fmt::format("--token-file {}: empty", o.token_file));
