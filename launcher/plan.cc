@@ -1,0 +1,213 @@
+#include "launcher/plan.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "launcher/command.h"
+#include "worker/hardware.h"
+#include "worker/net.h"
+
+namespace mlrun {
+
+namespace fs = std::filesystem;
+
+std::string random_hex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  std::size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  std::string out;
+  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+void error(std::string_view message) {
+  fmt::print(stderr, "mlrun: error: {}\n", message);
+}
+
+static std::string choose_backend(const std::string& requested) {
+  if (requested != "auto") return requested;
+  return count_gpus() > 0 && nccl_available() ? "nccl" : "gloo";
+}
+
+bool on_hosts(const Options& o) {
+  return !o.hostfile.empty() || !o.hosts.empty();
+}
+
+// Collects every user error of the command line (errors: the parser's) and of the environment,
+// and reports them together, before anything runs.
+bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
+  if (on_hosts(o)) {
+    plan.hosts = plan_hosts(o, is_local_host);
+    errors.insert(errors.end(), plan.hosts.errors.begin(), plan.hosts.errors.end());
+    if (o.nnodes_max > 1 || o.node_rank > 0 || !o.rdzv_endpoint.empty()) {
+      errors.push_back(
+          "--hostfile/-H start every node from here: --nnodes, --node_rank and "
+          "--rdzv_endpoint are for starting nodes one by one");
+    }
+  }
+  if (o.nnodes_min != o.nnodes_max) {
+    errors.push_back(fmt::format("--nnodes={}:{}: elastic jobs are not supported yet", o.nnodes_min,
+                                 o.nnodes_max));
+  }
+  if (o.backend == "mpi") errors.push_back("--backend=mpi is not supported yet");
+  try {
+    plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
+  } catch (const std::exception& e) {
+    errors.push_back(e.what());
+  }
+  if (!on_hosts(o) && o.np > 0 && o.np != plan.nproc) {
+    if (o.nproc_per_node == "1") {
+      plan.nproc = o.np;  // A single node: -np is the worker count.
+    } else {
+      errors.push_back(fmt::format("-np {} does not match --nproc_per_node={} on one node", o.np,
+                                   o.nproc_per_node));
+    }
+  }
+  const char* python = std::getenv("PYTHON");
+  const char* path = std::getenv("PATH");
+  try {
+    if (!o.program.empty()) {
+      plan.argv = worker_command(o, python && *python ? python : "python3",
+                                 path ? path : "/usr/local/bin:/usr/bin:/bin");
+    }
+  } catch (const SpawnError& e) {
+    errors.push_back(e.what());
+  }
+  for (const auto& x : o.exports) {
+    auto eq = x.find('=');
+    if (eq != std::string::npos) {
+      plan.exports.emplace_back(x.substr(0, eq), x.substr(eq + 1));
+    } else if (const char* v = std::getenv(x.c_str())) {
+      plan.exports.emplace_back(x, v);
+    } else {
+      errors.push_back(fmt::format("-x {}: no such variable in mlrun's environment", x));
+    }
+  }
+  plan.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+  auto interfaces = list_interfaces();
+  if (o.iface == "auto") {
+    plan.iface = choose_interface(interfaces, plan.master_addr);
+  } else if (std::none_of(interfaces.begin(), interfaces.end(),
+                          [&](const NetInterface& i) { return i.name == o.iface && i.up; })) {
+    errors.push_back(
+        fmt::format("--iface={}: no such interface is up on {}", o.iface, host_name()));
+  } else {
+    plan.iface = {o.iface, fmt::format("{}: chosen with --iface", o.iface), {}};
+  }
+  for (const auto& e : errors) error(e);
+  if (!errors.empty()) return false;
+  if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
+  plan.network_defaults = network_variables(plan.iface.name, has_infiniband_device());
+  // Every node runs as many workers as this one when the nodes are launched one by one; the
+  // real world size comes from the rendezvous.
+  plan.world_size = plan.nproc * o.nnodes_max;
+  if (on_hosts(o)) {
+    plan.world_size = 0;
+    for (const auto& n : plan.hosts.nodes) plan.world_size += n.nproc;
+  }
+  plan.backend = choose_backend(o.backend);
+  // Nodes started one by one share nothing but their command lines: their job id is
+  // torchrun's --rdzv_id (default "none"), the same on every node.
+  plan.job_id = !o.rdzv_id.empty()                 ? o.rdzv_id
+                : o.nnodes_max > 1 && !on_hosts(o) ? "none"
+                                                   : random_hex(6);
+  plan.run_id = o.rdzv_id.empty() ? (o.standalone ? plan.job_id : "none") : o.rdzv_id;
+  plan.hostname = host_name();
+  plan.log_dir = o.log_dir;
+  bool wants_files =
+      o.redirects.all || !o.redirects.per_rank.empty() || o.tee.all || !o.tee.per_rank.empty();
+  if (plan.log_dir.empty() && wants_files) {
+    plan.log_dir = fmt::format("{}/mlrun-logs-{}", fs::temp_directory_path().string(), plan.job_id);
+    fmt::print(stderr, "mlrun: logs in {}\n", plan.log_dir);
+  }
+  return true;
+}
+
+// The workers' environment that is the same on every node and in every attempt.
+GroupEnv env_template(const Options& o, const LaunchPlan& plan) {
+  GroupEnv g;
+  g.nnodes = o.nnodes_max;
+  g.local_world_size = plan.nproc;
+  g.world_size = plan.world_size;
+  g.master_addr = plan.master_addr;
+  g.max_restarts = o.max_restarts;
+  g.run_id = plan.run_id;
+  g.role = o.role;
+  g.job_id = plan.job_id;
+  g.backend = plan.backend;
+  g.overrides = plan.exports;
+  g.defaults = plan.network_defaults;
+  // PyTorch 1.x and 2.x names for NCCL's asynchronous error handling, as torchrun sets them.
+  g.defaults.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  g.defaults.emplace_back("NCCL_ASYNC_ERROR_HANDLING", "1");
+  return g;
+}
+
+std::string error_file(const std::string& dir, int attempt, int rank) {
+  return fmt::format("{}/attempt_{}/{}/error.json", dir, attempt, rank);
+}
+
+void print_dry_run(const Options& o, const LaunchPlan& plan) {
+  GroupEnv g = env_template(o, plan);
+  g.node_rank = o.node_rank;
+  g.rank_offset = o.node_rank * plan.nproc;
+  g.master_port = o.master_port;
+  fmt::print("mlrun: dry run: 1 node, {} worker{}, world size {}, backend {}\n", plan.nproc,
+             plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
+  fmt::print("node 0 ({}): ranks 0-{}, interface {}\n", plan.hostname, plan.nproc - 1,
+             plan.iface.reason);
+  Environment empty;
+  for (int lr = 0; lr < plan.nproc; ++lr) {
+    fmt::print("  rank {} (local rank {}): {}\n", lr, lr, fmt::join(plan.argv, " "));
+    for (const auto& kv : worker_environment(empty, g, lr, error_file("LOG_DIR", 0, lr))) {
+      if (kv.rfind("MLRUN_RDZV_TOKEN=", 0) == 0) {
+        fmt::print("    MLRUN_RDZV_TOKEN=(secret)\n");
+      } else {
+        fmt::print("    {}\n", kv);
+      }
+    }
+  }
+}
+
+static int open_log(const std::string& path) {
+  return open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
+}
+
+WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::string& run_dir,
+                        int attempt, const WorkerSpec& w) {
+  WorkerRoutes r;
+  int redirected = o.redirects.for_local_rank(w.local_rank);
+  int teed = o.tee.for_local_rank(w.local_rank);
+  bool shown =
+      !o.local_ranks_filter || std::find(o.local_ranks_filter->begin(), o.local_ranks_filter->end(),
+                                         w.local_rank) != o.local_ranks_filter->end();
+  // torchrun's console prefix where its --tee is used, mlrun's "[rank] " otherwise.
+  std::string prefix = (o.tee.all || !o.tee.per_rank.empty())
+                           ? fmt::format("[{}{}]:", o.role, w.local_rank)
+                           : fmt::format("[{}] ", w.rank);
+  auto route = [&](int stream_bit, int console_fd, const char* file) {
+    StreamRoute s;
+    if (shown && (!(redirected & stream_bit) || (teed & stream_bit))) s.console_fd = console_fd;
+    s.prefix = prefix;
+    s.keep_tail = stream_bit == 2;
+    if (!plan.log_dir.empty()) {
+      s.file_fd = open_log(fmt::format("{}/attempt_{}/{}/{}", run_dir, attempt, w.rank, file));
+    }
+    return s;
+  };
+  r.out = route(1, STDOUT_FILENO, "stdout.log");
+  r.err = route(2, STDERR_FILENO, "stderr.log");
+  return r;
+}
+
+}  // namespace mlrun

@@ -1,0 +1,62 @@
+// The plan of a launch, made before anything starts: the program, the workers, the backend and
+// network, the hosts; every user error found on the way, reported together.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "launcher/head.h"
+#include "launcher/options.h"
+#include "worker/agent.h"
+#include "worker/env.h"
+#include "worker/network.h"
+
+namespace mlrun {
+
+// The job as planned for this node, before anything starts.
+struct LaunchPlan {
+  int nproc = 1;
+  int world_size = 1;
+  std::vector<std::string> argv;
+  std::string master_addr;
+  std::string backend;
+  std::string job_id;
+  std::string run_id;
+  std::string log_dir;  // Empty: no log files.
+  std::string hostname;
+  std::vector<std::pair<std::string, std::string>> exports;
+  InterfaceChoice iface;
+  std::vector<std::pair<std::string, std::string>> network_defaults;
+  HostPlan hosts;  // --hostfile / -H only.
+};
+
+/// Random bytes as lowercase hex (getrandom).
+std::string random_hex(std::size_t bytes);
+
+/// Prints "mlrun: error: message" on stderr.
+void error(std::string_view message);
+
+/// Whether the job runs on the hosts of --hostfile / -H, started from here.
+bool on_hosts(const Options& o);
+
+/// Checks the command line (errors: the parser's) and this machine, fills plan, and reports
+/// every error together. Returns false when there was any.
+bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors);
+
+/// The workers' environment that is the same on every node and in every attempt.
+GroupEnv env_template(const Options& o, const LaunchPlan& plan);
+
+/// TORCHELASTIC_ERROR_FILE of a rank: DIR/attempt_N/RANK/error.json.
+std::string error_file(const std::string& dir, int attempt, int rank);
+
+/// Prints a single node's plan for --dry-run.
+void print_dry_run(const Options& o, const LaunchPlan& plan);
+
+/// Where a worker's output goes: the terminal (tagged, filtered, redirected as asked) and,
+/// with a log directory, DIR/attempt_N/RANK/{stdout,stderr}.log.
+WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::string& run_dir,
+                        int attempt, const WorkerSpec& w);
+
+}  // namespace mlrun
