@@ -27,6 +27,23 @@ MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root"]
 # README). Spawning from the main thread does not; both are measured.
 MPIRUN_NOTHREADS = MPIRUN + ["--mca", "odls_base_num_threads", "0"]
 MPIRUN_NOTHREADS_NAME = "mpirun --mca odls_base_num_threads 0"
+# Diagnostic: mlrun with its temporary run directory (per-rank error-file directories) on tmpfs.
+# On this machine / is ext4 mounted with `discard`, and removing each directory block issues a
+# synchronous discard; this row shows what that costs (see README).
+MLRUN_SHM_NAME = "mlrun, TMPDIR=/dev/shm (diagnostic)"
+EXTRA_ENV = {MLRUN_SHM_NAME: {"TMPDIR": "/dev/shm"}}
+
+
+def env_prefix(name):
+    return "".join("%s=%s " % kv for kv in EXTRA_ENV.get(name, {}).items())
+
+
+def env_for(name):
+    if name not in EXTRA_ENV:
+        return None
+    env = dict(os.environ)
+    env.update(EXTRA_ENV[name])
+    return env
 
 
 class Hung(Exception):
@@ -115,6 +132,8 @@ def launch_tools(args):
     tools = [
         ("raw posix_spawn", [args.raw_spawn, n, "/bin/true"], args.reps),
         ("mlrun", [args.mlrun, "--nproc_per_node=" + n, "--no_python", "/bin/true"], args.reps),
+        (MLRUN_SHM_NAME, [args.mlrun, "--nproc_per_node=" + n, "--no_python", "/bin/true"],
+         args.reps),
         ("mpirun", MPIRUN + ["-np", n, "/bin/true"], args.reps),
         (MPIRUN_NOTHREADS_NAME, MPIRUN_NOTHREADS + ["-np", n, "/bin/true"], args.reps),
     ]
@@ -132,7 +151,8 @@ def bench_launch(args, res, log):
     tools = launch_tools(args)
     for name, argv, _ in tools:  # one unmeasured warm-up each: page cache, Python bytecode
         try:
-            wall, code, _, _ = run_once(argv, timeout=timeout_for(args, name))
+            wall, code, _, _ = run_once(argv, timeout=timeout_for(args, name),
+                                        env=env_for(name))
         except Hung as e:
             log("launch warm-up: %s: %s" % (name, e))
             res.add("launch_hung", name, 1)
@@ -146,7 +166,8 @@ def bench_launch(args, res, log):
             if i >= reps:
                 continue
             try:
-                wall, code, _, _ = run_once(argv, timeout=timeout_for(args, name))
+                wall, code, _, _ = run_once(argv, timeout=timeout_for(args, name),
+                                            env=env_for(name))
             except Hung as e:
                 log("launch: %s: %s" % (name, e))
                 res.add("launch_hung", name, 1)
@@ -175,6 +196,8 @@ def teardown_tools(args, stamp_file):
     tools = [
         ("mlrun", [args.mlrun, "--nproc_per_node=" + w, "--no_python", "/bin/sh", "-c",
                    script("RANK", args.fail_delay)], args.reps, 1),
+        (MLRUN_SHM_NAME, [args.mlrun, "--nproc_per_node=" + w, "--no_python", "/bin/sh", "-c",
+                          script("RANK", args.fail_delay)], args.reps, 1),
         ("mpirun", MPIRUN + ["-np", w, "/bin/sh", "-c", script("OMPI_COMM_WORLD_RANK",
                                                                args.fail_delay)],
          args.reps, None),
@@ -210,7 +233,8 @@ def bench_teardown(args, res, log, workdir):
             errfile = os.path.join(workdir, "teardown-%s.err" % re.sub(r"\W+", "_", name))
             try:
                 wall, code, _, end = run_once(argv, stdout=errfile + ".out", stderr=errfile,
-                                              timeout=timeout_for(args, name))
+                                              timeout=timeout_for(args, name),
+                                              env=env_for(name))
             except Hung as e:
                 log("teardown: %s: %s" % (name, e))
                 res.add("teardown_hung", name, 1)
@@ -420,7 +444,7 @@ def main():
             out()
             out("Commands:")
             for name, argv in tools:
-                out("- %s: `%s`" % (name, " ".join(argv)))
+                out("- %s: `%s%s`" % (name, env_prefix(name), " ".join(argv)))
             out()
         if "teardown" in only:
             tools = bench_teardown(args, res, log, workdir)
@@ -444,7 +468,8 @@ def main():
             out()
             out("Commands (the worker script is shown once):")
             for name, argv in tools:
-                out("- %s: `%s`" % (name, " ".join(a if " " not in a else "'" + a + "'"
+                out("- %s: `%s%s`" % (name, env_prefix(name),
+                                       " ".join(a if " " not in a else "'" + a + "'"
                                                      for a in argv)))
             out()
         if "memory" in only:

@@ -19,7 +19,7 @@ fi
 
 if ! { [ -f "$build/build.ninja" ] ||
         cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null; } ||
-   ! ninja -C "$build" mlrun >"$build/bench-build.log" 2>&1; then
+   ! ninja -C "$build" -j2 mlrun >"$build/bench-build.log" 2>&1; then
   # The tree is shared and may be mid-edit; an mlrun built earlier still measures something real.
   [ -x "$build/mlrun" ] || { cat "$build/bench-build.log" >&2; exit 1; }
   echo "bench: WARNING: building mlrun failed (see $build/bench-build.log);" \
@@ -27,7 +27,7 @@ if ! { [ -f "$build/build.ninja" ] ||
 fi
 # The helpers: through CMake once the top-level CMakeLists adds bench/, else compiled directly.
 if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^mlrun_bench_raw_spawn:' &&
-   ninja -C "$build" mlrun_bench_raw_spawn mlrun_bench_stamp_exit >/dev/null 2>&1; then
+   ninja -C "$build" -j2 mlrun_bench_raw_spawn mlrun_bench_stamp_exit >/dev/null 2>&1; then
   :
 else
   mkdir -p "$build/bench"
