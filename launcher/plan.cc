@@ -59,7 +59,6 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
     errors.push_back(fmt::format("--nnodes={}:{}: elastic jobs are not supported yet", o.nnodes_min,
                                  o.nnodes_max));
   }
-  if (o.backend == "mpi") errors.push_back("--backend=mpi is not supported yet");
   try {
     plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
   } catch (const std::exception& e) {

@@ -25,6 +25,7 @@
 #ifdef MLRUN_HAVE_RDZV_COMMAND
 #include "launcher/rdzv_command.h"
 #endif
+#include "launcher/mpi_launch.h"
 #include "launcher/node.h"
 #include "launcher/options.h"
 #include "launcher/plan.h"
@@ -94,6 +95,17 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
   return r;
 }
 
+// Where a run's temporary files go: $XDG_RUNTIME_DIR, /dev/shm, then $TMPDIR or /tmp.
+std::string temporary_base_dir() {
+  for (const char* candidate : {static_cast<const char*>(std::getenv("XDG_RUNTIME_DIR")),
+                                static_cast<const char*>("/dev/shm")}) {
+    if (candidate != nullptr && *candidate != '\0' && access(candidate, W_OK | X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return fs::temp_directory_path().string();
+}
+
 // Runs this node's workers in a job whose rendezvous is known (job: endpoint, token, job id,
 // nnodes, node rank); the rest of job comes from the plan. Returns the exit code.
 int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifeline& lifeline,
@@ -102,10 +114,12 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   bool temporary_dir = plan.log_dir.empty();
   std::string run_dir = plan.log_dir;
   if (temporary_dir) {
-    std::string tmpl = (fs::temp_directory_path() / "mlrun-XXXXXX").string();
+    // Only error files go here: a flat directory on a memory file system where there is one.
+    // (Per-rank directories on a disk mounted with `discard` cost milliseconds each to delete.)
+    std::string base = temporary_base_dir();
+    std::string tmpl = base + "/mlrun-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) {
-      error(fmt::format("cannot create a directory in {}: {}", fs::temp_directory_path().string(),
-                        std::strerror(errno)));
+      error(fmt::format("cannot create a directory in {}: {}", base, std::strerror(errno)));
       return 1;
     }
     run_dir = tmpl;
@@ -128,13 +142,19 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   hooks.routes = [&](int attempt, const WorkerSpec& w) {
     return routes_for(o, plan, run_dir, attempt, w);
   };
+  auto error_path = [&](int attempt, int rank) {
+    return temporary_dir ? fmt::format("{}/error-{}-{}.json", run_dir, attempt, rank)
+                         : error_file(run_dir, attempt, rank);
+  };
   hooks.error_file = [&](int attempt, int rank) {
-    std::error_code ignored;
-    fs::create_directories(fmt::format("{}/attempt_{}/{}", run_dir, attempt, rank), ignored);
-    return error_file(run_dir, attempt, rank);
+    if (!temporary_dir) {
+      std::error_code ignored;
+      fs::create_directories(fmt::format("{}/attempt_{}/{}", run_dir, attempt, rank), ignored);
+    }
+    return error_path(attempt, rank);
   };
   hooks.error_message = [&](int attempt, int rank) {
-    return read_error_file_message(error_file(run_dir, attempt, rank));
+    return read_error_file_message(error_path(attempt, rank));
   };
   try {
     return run_node(job, hooks, lifeline, lifeline_fd);
@@ -279,6 +299,7 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   Lifeline lifeline = Lifeline::start();
   // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
   signal(SIGPIPE, SIG_IGN);
+  if (o.backend == "mpi") return launch_mpi(o, plan, lifeline);
   if (on_hosts(o)) return launch_on_hosts(o, plan, lifeline);
   // 4. The rendezvous: this launcher serves it (one node; node 0 or the endpoint's owner of a
   //    multi-node job), or joins another node's.

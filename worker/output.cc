@@ -67,11 +67,14 @@ StreamOutput::~StreamOutput() {
 
 void StreamOutput::emit(std::string_view line) {
   tail_.push(line);
-  if (route_.console_fd >= 0) {
+  if (route_.console_fd < 0) return;
+  if (route_.retag) {
+    pending_.append(route_.retag(line));
+  } else {
     pending_.append(route_.prefix);
     pending_.append(line);
-    pending_.push_back('\n');
   }
+  pending_.push_back('\n');
 }
 
 void StreamOutput::on_data(std::string_view data) {

@@ -48,6 +48,9 @@ struct StreamRoute {
   std::string prefix;   ///< Put before every console line, e.g. "[3] ".
   int file_fd = -1;     ///< -1: no log file. Receives the bytes unchanged.
   bool keep_tail = false;
+  /// Set: the console text of a line (without its newline), replacing prefix + line; e.g.
+  /// re-tagging mpirun's "[1,3]<stdout>:text" as "[3] text". May hold several lines.
+  std::function<std::string(std::string_view line)> retag;
 };
 
 /// One stream of one worker. Console writes are one write() per chunk of whole lines, so lines

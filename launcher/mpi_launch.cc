@@ -1,0 +1,140 @@
+#include "launcher/mpi_launch.h"
+
+#include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <boost/asio/io_context.hpp>
+
+#include "launcher/mpi.h"
+#include "launcher/summary.h"
+#include "worker/hardware.h"
+#include "worker/net.h"
+#include "worker/process.h"
+
+namespace mlrun {
+namespace {
+
+namespace fs = std::filesystem;
+
+// mpirun --tag-output's "[JOB,RANK]<stdout>:text" as mlrun's "[RANK] text"; mpirun's own lines
+// as "[mpirun] text".
+std::string retag_mpi_line(std::string_view line) {
+  std::string out;
+  for (const auto& piece : parse_mpi_output_line(line)) {
+    if (!out.empty()) out += '\n';
+    out += piece.rank >= 0 ? fmt::format("[{}] ", piece.rank) : std::string("[mpirun] ");
+    out += piece.text;
+  }
+  return out;
+}
+
+}  // namespace
+
+int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
+  // 1. The hosts in rank order, and a directory for the generated hostfile.
+  MpiJob job;
+  if (on_hosts(o)) {
+    for (const auto& n : plan.hosts.nodes) {
+      job.hosts.push_back(
+          {n.local ? "localhost" : n.host.host, n.nproc, n.local ? count_cpus() : 0});
+    }
+  } else {
+    job.hosts.push_back({"localhost", plan.nproc, count_cpus()});
+  }
+  std::string dir_template = (fs::temp_directory_path() / "mlrun-mpi-XXXXXX").string();
+  if (mkdtemp(dir_template.data()) == nullptr) {
+    error(fmt::format("cannot create a directory in {}: {}", fs::temp_directory_path().string(),
+                      std::strerror(errno)));
+    return 1;
+  }
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } remove_dir{dir_template};
+  job.hostfile_dir = dir_template;
+  job.world_size = plan.world_size;
+  job.argv = plan.argv;
+  job.base_env = Environment::current().entries();
+  job.as_root = geteuid() == 0;
+  const char* path = std::getenv("PATH");
+  try {
+    job.mpirun = resolve_program("mpirun", path ? path : "/usr/bin:/bin");
+  } catch (const SpawnError& e) {
+    error(fmt::format("--backend=mpi needs Open MPI's mpirun (Debian: openmpi-bin): {}", e.what()));
+    return 2;
+  }
+  // 2. Every attempt's command: mlrun's variables travel with -x; per-rank ones (RANK,
+  //    LOCAL_RANK) come from Open MPI itself as OMPI_COMM_WORLD_*.
+  GroupEnv g = env_template(o, plan);
+  std::string master = on_hosts(o) && !plan.hosts.nodes.front().local
+                           ? plan.hosts.nodes.front().host.host
+                           : plan.master_addr;
+  auto planner = [&](int attempt) {
+    MpiJob attempt_job = job;
+    attempt_job.overrides = g.overrides;
+    for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+             {"WORLD_SIZE", std::to_string(plan.world_size)},
+             {"MASTER_ADDR", master},
+             {"MASTER_PORT", std::to_string(o.master_port != 0 ? o.master_port : free_tcp_port())},
+             {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+             {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+             {"TORCHELASTIC_RUN_ID", g.run_id},
+             {"ROLE_NAME", g.role},
+             {"MLRUN_JOB_ID", g.job_id},
+             {"MLRUN_BACKEND", "mpi"}}) {
+      attempt_job.overrides.emplace_back(name, value);
+    }
+    attempt_job.defaults = g.defaults;
+    MpiCommand command = build_mpirun_command(attempt_job);
+    write_mpi_hostfile(command);
+    return std::vector<WorkerSpec>{{0, 0, SpawnRequest{command.argv, command.env, {}}}};
+  };
+  // 3. mpirun as the group's one process.
+  AgentCallbacks callbacks;
+  callbacks.routes = [&](int, const WorkerSpec&) {
+    WorkerRoutes r;
+    r.out = StreamRoute{STDOUT_FILENO, "", -1, false, retag_mpi_line};
+    r.err = StreamRoute{STDERR_FILENO, "", -1, true, retag_mpi_line};
+    return r;
+  };
+  callbacks.on_attempt_end = [&](const AttemptResult& r, bool restarting,
+                                 const std::vector<std::deque<std::string>>& tails) {
+    if (!r.plan_error.empty()) {
+      error(r.plan_error);
+      return;
+    }
+    if (r.interrupt_signal != 0) {
+      fmt::print(stderr, "mlrun: interrupted; mpirun and its ranks stopped\n");
+      return;
+    }
+    if (!r.first_failure) return;
+    const WorkerState& w = r.workers[*r.first_failure];
+    std::string summary =
+        fmt::format("mlrun: job failed: mpirun (pid {}) ended with {} at {}\n", w.pid,
+                    describe_status(w.wait_status), format_time(w.ended_at));
+    if (!tails.empty() && !tails[0].empty()) {
+      summary += "  last stderr lines (mpirun names the failed rank):\n";
+      for (const auto& line : tails[0]) summary += fmt::format("    | {}\n", line);
+    }
+    fmt::print(stderr, "{}{}", summary,
+               restarting ? fmt::format("mlrun: restarting mpirun ({} of {} restarts)\n",
+                                        r.attempt + 1, o.max_restarts)
+                          : std::string());
+  };
+  boost::asio::io_context io;
+  auto spawner = make_posix_spawner();
+  SupervisorConfig config{o.max_restarts,
+                          std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000))};
+  Agent agent(io, *spawner, lifeline, planner, config, callbacks);
+  return agent.run();
+}
+
+}  // namespace mlrun
