@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The rendezvous benchmark (bench/README.md, "Rendezvous"): builds what it needs, then runs mlrun's
+# server, PyTorch's TCPStore and the bare TCP floor side by side and prints the table.
+#   bash bench/rdzv/run.sh [bench.py options...]   e.g. --worlds 1024,4096 --reps 5 --only mlrun,floor
+# Environment: BUILD_DIR (default build-rbench under the repository root), PYTHON (/usr/bin/python3,
+# which has Debian's torch).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD_DIR:-$root/build-rbench}
+export PYTHON=${PYTHON:-/usr/bin/python3}
+
+[ -f "$build/build.ninja" ] ||
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Through CMake once bench/CMakeLists.txt adds rdzv/ (and the top level adds bench/); else g++.
+if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^mlrun_bench_rdzv_server:'; then
+  ninja -C "$build" mlrun_bench_rdzv_server mlrun_bench_rdzv_clients mlrun_bench_echo_server >/dev/null
+  bin=$(dirname "$(find "$build" -name rdzv_server -type f -perm -u+x | head -1)")
+else
+  ninja -C "$build" mlrun_rendezvous >/dev/null
+  bin=$build/bench-rdzv
+  mkdir -p "$bin"
+  lib=$build/rendezvous/libmlrun_rendezvous.a
+  flags=(-std=c++20 -O2 -Wall -Wextra -I "$root/rendezvous/include")
+  for p in rdzv_server rdzv_clients; do
+    src=$root/bench/rdzv/$p.cc
+    if [ ! -x "$bin/$p" ] || [ "$src" -nt "$bin/$p" ] || [ "$lib" -nt "$bin/$p" ]; then
+      g++ "${flags[@]}" -o "$bin/$p" "$src" "$lib" -lfmt -pthread -ldl
+    fi
+  done
+  src=$root/bench/rdzv/echo_server.cc
+  [ -x "$bin/echo_server" ] && [ ! "$src" -nt "$bin/echo_server" ] ||
+    g++ "${flags[@]}" -o "$bin/echo_server" "$src"
+fi
+
+echo "# mlrun $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- \
+  rendezvous || echo ' + uncommitted changes in rendezvous/'); $(uptime)" >&2
+exec "$PYTHON" "$root/bench/rdzv/bench.py" --bin-dir "$bin" "$@"
