@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "launcher/command.h"
+#include "launcher/doctor.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
 
@@ -34,10 +35,6 @@ void error(std::string_view message) {
   fmt::print(stderr, "mlrun: error: {}\n", message);
 }
 
-static std::string choose_backend(const std::string& requested) {
-  if (requested != "auto") return requested;
-  return count_gpus() > 0 && nccl_available() ? "nccl" : "gloo";
-}
 
 bool on_hosts(const Options& o) {
   return !o.hostfile.empty() || !o.hosts.empty();
@@ -114,7 +111,10 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
     plan.world_size = 0;
     for (const auto& n : plan.hosts.nodes) plan.world_size += n.nproc;
   }
-  plan.backend = choose_backend(o.backend);
+  // The same choice `mlrun doctor` explains.
+  Component nccl;
+  nccl.found = nccl_available();
+  plan.backend = choose_backend(o.backend, count_gpus(), nccl).name;
   // Nodes started one by one share nothing but their command lines: their job id is
   // torchrun's --rdzv_id (default "none"), the same on every node.
   plan.job_id = !o.rdzv_id.empty()                 ? o.rdzv_id

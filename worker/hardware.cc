@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -11,25 +12,26 @@
 namespace mlrun {
 
 int count_gpus() {
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    std::string v = visible;
-    if (v.empty() || v == "-1" || v == "NoDevFiles") return 0;
-    int n = 1;
-    for (char c : v) n += c == ',';
-    return n;
-  }
-  int n = 0;
+  int devices = 0;
   if (DIR* dir = opendir("/dev")) {
     while (dirent* e = readdir(dir)) {
       const char* name = e->d_name;
       if (std::strncmp(name, "nvidia", 6) != 0 || name[6] == '\0') continue;
       bool digits = true;
       for (const char* p = name + 6; *p; ++p) digits = digits && *p >= '0' && *p <= '9';
-      n += digits;
+      devices += digits;
     }
     closedir(dir);
   }
-  return n;
+  // CUDA_VISIBLE_DEVICES narrows what is there; it cannot add GPUs a machine lacks.
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string v = visible;
+    if (v.empty() || v == "-1" || v == "NoDevFiles") return 0;
+    int listed = 1;
+    for (char c : v) listed += c == ',';
+    return std::min(listed, devices);
+  }
+  return devices;
 }
 
 int count_cpus() {

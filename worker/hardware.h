@@ -5,7 +5,7 @@
 
 namespace mlrun {
 
-/// NVIDIA GPUs visible to workers: CUDA_VISIBLE_DEVICES when set, else /dev/nvidiaN.
+/// NVIDIA GPUs visible to workers: /dev/nvidiaN, narrowed by CUDA_VISIBLE_DEVICES when set.
 int count_gpus();
 /// Online CPUs.
 int count_cpus();
