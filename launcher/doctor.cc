@@ -2,9 +2,14 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,11 +20,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <thread>
+#include <variant>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <mlrun/rendezvous.hpp>
+
+#include "launcher/head.h"
+#include "launcher/ssh.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
@@ -347,11 +359,21 @@ std::string gpu_text(const GpuReport& g) {
   return s;
 }
 
+bool parse_int_in(const std::string& s, int lo, int hi, int& out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
 }  // namespace
 
 DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
   DoctorArgs r;
   auto& o = r.options;
+  bool sweep_flags_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     std::string value;
@@ -404,12 +426,65 @@ DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
       } else {
         o.python_timeout = v;
       }
+    } else if (arg == "--port") {
+      if (!take("--port")) continue;
+      if (!parse_int_in(value, 0, 65535, o.port)) {
+        r.errors.push_back(
+            fmt::format("doctor: --port={}: expected a port (0: a free one)", value));
+      }
+    } else if (arg == "--ssh_timeout_ms") {
+      if (!take("--ssh-timeout-ms")) continue;
+      if (!parse_int_in(value, 1, 600000, o.ssh_timeout_ms)) {
+        r.errors.push_back(
+            fmt::format("doctor: --ssh-timeout-ms={}: expected milliseconds (1 to 600000)", value));
+      }
+    } else if (arg == "--connect_test") {
+      if (!take("--connect-test")) continue;
+      std::string host;
+      int port = 0;
+      if (!split_endpoint(value, host, port) || host.empty()) {
+        r.errors.push_back(
+            fmt::format("doctor: --connect-test={}: expected HOST:PORT or [V6]:PORT", value));
+      } else {
+        o.connect_test = value;
+      }
+    } else if (arg == "--timeout_ms") {
+      if (!take("--timeout-ms")) continue;
+      if (!parse_int_in(value, 1, 600000, o.timeout_ms)) {
+        r.errors.push_back(
+            fmt::format("doctor: --timeout-ms={}: expected milliseconds (1 to 600000)", value));
+      }
+    } else if (arg == "--bandwidth") {
+      o.bandwidth = true;
+    } else if (arg == "--nproc_per_node") {
+      if (take("--nproc_per_node")) o.nproc_per_node = value;
+    } else if (parse_sweep_flag(args, i, o.sweep, r.errors)) {
+      sweep_flags_given = true;
     } else {
       r.errors.push_back(fmt::format("doctor: unknown argument '{}'", args[i]));
     }
   }
   if (!o.hostfile.empty() && !o.hosts.empty()) {
     r.errors.push_back("doctor: give --hostfile or -H, not both");
+  }
+  if (o.bandwidth) {
+    check_sweep_options(o.sweep, r.errors);
+    if (o.hostfile.empty() && o.hosts.empty() &&
+        (o.nproc_per_node.empty() || o.nproc_per_node == "1")) {
+      r.errors.push_back(
+          "doctor: --bandwidth needs at least 2 ranks: give -H/--hostfile, or --nproc_per_node N "
+          "for N ranks on this host");
+    }
+    if (o.json) r.errors.push_back("doctor: --bandwidth prints a table; --json is for the report");
+    if (!o.connect_test.empty())
+      r.errors.push_back("doctor: --connect-test is not for --bandwidth");
+  } else {
+    if (sweep_flags_given) {
+      r.errors.push_back("doctor: -b/-e/-f/-n/-w/--op-timeout go with --bandwidth");
+    }
+    if (!o.nproc_per_node.empty()) {
+      r.errors.push_back("doctor: --nproc_per_node goes with --bandwidth");
+    }
   }
   return r;
 }
@@ -418,12 +493,26 @@ std::string doctor_usage() {
   return "usage: mlrun doctor [--json] [--hostfile FILE | -H HOST[:SLOTS],...]\n"
          "                    [--backend auto|nccl|gloo|mpi] [--iface NAME|auto]\n"
          "                    [--master_addr ADDR] [--python-timeout SECONDS]\n"
+         "                    [--port P] [--ssh-timeout-ms N] [--timeout-ms N]\n"
+         "       mlrun doctor --bandwidth [--hostfile FILE | -H HOSTS | --nproc_per_node N]\n"
+         "                    [--backend ...] [--iface ...] [-b 8] [-e 128M] [-f 2] [-n 20] [-w "
+         "5]\n"
+         "                    [--op-timeout SECONDS]\n"
          "\n"
          "Reports this host's GPUs, NCCL, Gloo, Open MPI and PyTorch, its network interfaces,\n"
          "and the backend, interface and variables mlrun would use here, with the reasons.\n"
          "--backend, --iface and --master_addr mean what they mean to `mlrun`.\n"
-         "Remote checks of --hostfile / -H hosts (SSH, rendezvous port) are not implemented "
-         "yet.\n";
+         "\n"
+         "With --hostfile / -H, every other host gets its own section: SSH reachability (all\n"
+         "hosts at once, each bounded by --ssh-timeout-ms), the same report made there, and\n"
+         "whether it can reach the rendezvous port: doctor serves a rendezvous on this host on\n"
+         "--port (default: a free one) and each host tries a TCP connect to it within\n"
+         "--timeout-ms. Exit code 1 when any host has a problem, 2 for a usage error.\n"
+         "\n"
+         "--bandwidth launches an all-reduce sweep (Gloo, float32 sum, out of place) over the\n"
+         "planned ranks through mlrun, prints it as nccl-tests' all_reduce_perf does (sizes -b\n"
+         "to -e, times -f; -n timed and -w warm-up iterations), checks every value, and compares\n"
+         "the peak bus bandwidth with the chosen interface's link speed.\n";
 }
 
 BackendChoice choose_backend(const std::string& requested, int gpus, const Component& nccl) {
@@ -537,104 +626,590 @@ HostReport probe_local_host(const DoctorOptions& o) {
   return h;
 }
 
+namespace {
+
+std::string host_text(const HostReport& h) {
+  std::string s;
+  if (h.local) {
+    s += fmt::format("host {} (this host)\n", h.host);
+  } else {
+    s += fmt::format("host {} (over SSH{})\n", h.host,
+                     h.address.empty() ? "" : fmt::format("; this host is {} to it", h.address));
+    if (!h.reachable) {
+      s += fmt::format("  SSH         unreachable: {}\n", h.ssh_error);
+      return s;
+    }
+    s += "  SSH         ok\n";
+    if (!h.probe_error.empty()) {
+      s += fmt::format("  Probe       failed: {}\n", h.probe_error);
+    }
+  }
+  if (h.rendezvous_port) {
+    const PortCheck& c = *h.rendezvous_port;
+    if (c.ok) {
+      s += fmt::format("  Rendezvous  reaches {} (TCP connect in {} ms)\n", c.target, c.elapsed_ms);
+    } else {
+      s += fmt::format("  Rendezvous  cannot reach {}: {}\n", c.target, c.error);
+    }
+  }
+  if (!h.probe_error.empty()) return s;
+  if (!h.hostname.empty()) s += fmt::format("  Hostname    {}\n", h.hostname);
+  s += fmt::format("  GPUs        {}\n", gpu_text(h.gpus));
+  s += fmt::format("  NCCL        {}\n", component_text(h.nccl));
+  s += fmt::format("  Gloo        {}\n", component_text(h.gloo));
+  s += fmt::format("  Open MPI    {}\n", component_text(h.mpi));
+  s += fmt::format("  PyTorch     {}\n", component_text(h.torch));
+  s += fmt::format("  InfiniBand  {}\n", h.infiniband ? "a device exists (/sys/class/infiniband)"
+                                                      : "none (/sys/class/infiniband)");
+  s += "  Interfaces\n";
+  std::size_t width = 4;
+  for (const auto& i : h.interfaces) width = std::max(width, i.name.size());
+  for (const auto& i : h.interfaces) {
+    std::vector<std::string> addrs;
+    for (const auto& a : i.addresses) addrs.push_back(a.text);
+    s += fmt::format("    {:<{}}  {:<10}  {:<4}  {:<13}  {}\n", i.name, width, interface_kind(i),
+                     i.up ? "up" : "down", speed_text(i.speed_mbps),
+                     addrs.empty() ? "no address" : fmt::format("{}", fmt::join(addrs, " ")));
+  }
+  s += fmt::format("  Backend     {}: {}\n", h.backend.name, h.backend.reason);
+  for (const auto& e : h.errors) s += fmt::format("  Error       {}\n", e);
+  if (h.errors.empty()) {
+    s += fmt::format("  Interface   {}{}\n", h.iface.reason,
+                     h.master_addr.empty() ? " (no --master_addr given)" : "");
+  }
+  if (!h.iface.warning.empty()) s += fmt::format("  Warning     {}\n", h.iface.warning);
+  s += "  Variables   what every worker gets (a value already in your environment wins):\n";
+  for (const auto& v : h.variables) {
+    if (v.user_value && v.is_default) {
+      s += fmt::format("    {}={}  (yours; mlrun's default would be {})\n", v.name, *v.user_value,
+                       v.value);
+    } else {
+      s += fmt::format("    {}={}\n", v.name, v.value);
+    }
+  }
+  return s;
+}
+
+Component component_from(const nlohmann::json& j) {
+  Component c;
+  auto text = [&j](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
+  c.found = j.at("found").get<bool>();
+  c.checked = j.at("checked").get<bool>();
+  c.how = text("how");
+  c.version = text("version");
+  c.path = text("path");
+  c.note = text("note");
+  return c;
+}
+
+std::string string_or_empty(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("mlrun") : p.string();
+}
+
+std::string random_token() {
+  unsigned char raw[16];
+  std::size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  std::string out;
+  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::string endpoint_of(const std::string& host, int port) {
+  return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port)
+                                             : fmt::format("[{}]:{}", host, port);
+}
+
+// What a file descriptor (a memfd the remote output was written to) holds, up to 1 MiB.
+std::string read_all(int fd) {
+  std::string out;
+  lseek(fd, 0, SEEK_SET);
+  char buf[8192];
+  while (out.size() < (1u << 20)) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+// The remote half of the report: `mlrun doctor --json --connect-test ...` on one host over its
+// session, parsed into its section.
+HostReport probe_remote(SshSession& session, const HostEntry& entry, const DoctorOptions& o,
+                        int port) {
+  HostReport h;
+  h.host = entry.host;
+  h.local = false;
+  h.address = session.local_address();
+  std::string target = endpoint_of(h.address, port);
+  // The job's workers get this host's PATH, LD_LIBRARY_PATH and PYTHON (DESIGN §6), so the
+  // probe there runs with them too: it then finds what the job would find.
+  std::string command = "exec env";
+  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHON"}) {
+    if (const char* v = std::getenv(name))
+      command += " " + shell_quote(fmt::format("{}={}", name, v));
+  }
+  std::vector<std::string> args = {self_path(),
+                                   "doctor",
+                                   "--json",
+                                   "--master_addr",
+                                   h.address,
+                                   "--connect-test",
+                                   target,
+                                   "--timeout-ms",
+                                   std::to_string(o.timeout_ms),
+                                   "--python-timeout",
+                                   fmt::format("{}", o.python_timeout),
+                                   "--backend",
+                                   o.backend,
+                                   "--iface",
+                                   o.iface};
+  for (const auto& a : args) command += " " + shell_quote(a);
+  int out_fd = memfd_create("mlrun-doctor-out", MFD_CLOEXEC);
+  int err_fd = memfd_create("mlrun-doctor-err", MFD_CLOEXEC);
+  if (out_fd < 0 || err_fd < 0) {
+    h.probe_error = fmt::format("memfd_create: {}", std::strerror(errno));
+    if (out_fd >= 0) close(out_fd);
+    if (err_fd >= 0) close(err_fd);
+    return h;
+  }
+  RemoteExit ex = session.run(command, "", out_fd, err_fd);
+  std::string out = read_all(out_fd), err = read_all(err_fd);
+  close(out_fd);
+  close(err_fd);
+  if (!ex.error.empty()) {
+    h.probe_error = fmt::format("{} ({})", ex.error, args[0]);
+    return h;
+  }
+  try {
+    nlohmann::json j = nlohmann::json::parse(out);
+    HostReport probed = host_from_json(j.at("hosts").at(0));
+    std::string name = probed.host;
+    probed.host = entry.host;
+    probed.hostname = name == entry.host ? "" : name;
+    probed.local = false;
+    probed.address = h.address;
+    if (!probed.rendezvous_port) {
+      probed.probe_error = "its mlrun did not report the rendezvous-port check (an older mlrun?)";
+    }
+    return probed;
+  } catch (const std::exception& e) {
+    std::string why = last_line(err);
+    if (why.empty()) why = e.what();
+    h.probe_error = fmt::format("`{} doctor --json` there {}: {}", args[0],
+                                ex.exit_code >= 0    ? fmt::format("exited with {}", ex.exit_code)
+                                : !ex.signal.empty() ? fmt::format("died of SIG{}", ex.signal)
+                                                     : std::string("ended without a status"),
+                                why);
+    return h;
+  }
+}
+
+// Every listed host other than this one: SSH to all at once, then the probe on each in a thread
+// of its own, against a rendezvous served here on o.port. Returns 0, or 1 when nothing could be
+// served.
+int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hosts,
+                       DoctorReport& report) {
+  std::vector<HostEntry> remote;
+  for (const auto& e : hosts) {
+    if (is_local_host(e.host)) {
+      if (report.hosts.front().host != e.host) {
+        report.hosts.front().hostname = report.hosts.front().host;
+        report.hosts.front().host = e.host;
+      }
+    } else {
+      remote.push_back(e);
+    }
+  }
+  if (remote.empty()) {
+    report.remote_status = "every listed host is this host: nothing to check over SSH";
+    return 0;
+  }
+  // A real rendezvous server, on every address, as a job's head serves it.
+  rendezvous::ServerOptions so;
+  so.host = "0.0.0.0";
+  so.port = o.port;
+  so.token = random_token();
+  so.job_id = "mlrun-doctor";
+  so.log = [](std::string_view) {};  // The probes connect and never authenticate.
+  std::optional<rendezvous::Server> server;
+  try {
+    server.emplace(rendezvous::Server::start(so));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mlrun: error: cannot serve the rendezvous for the check on port {}: {}\n",
+               o.port, e.what());
+    return 1;
+  }
+  report.rendezvous_port = server->port();
+  std::vector<SshTarget> targets;
+  for (const auto& e : remote) targets.push_back({e.host, e.user, e.port});
+  SshOptions ssh;
+  ssh.connect_timeout = std::chrono::milliseconds(o.ssh_timeout_ms);
+  auto sessions = connect_all(targets, ssh);
+  std::vector<HostReport> sections(remote.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < remote.size(); ++i) {
+    if (auto* e = std::get_if<SshError>(&sessions[i])) {
+      sections[i].host = remote[i].host;
+      sections[i].local = false;
+      sections[i].reachable = false;
+      sections[i].ssh_error = e->what();
+      continue;
+    }
+    threads.emplace_back([&, i] {
+      sections[i] =
+          probe_remote(std::get<SshSession>(sessions[i]), remote[i], o, report.rendezvous_port);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& s : sections) report.hosts.push_back(std::move(s));
+  report.remote_status = fmt::format(
+      "SSH to {} host{}, each probed there; rendezvous port {} served on this host for the check",
+      remote.size(), remote.size() == 1 ? "" : "s", report.rendezvous_port);
+  return 0;
+}
+
+// --bandwidth: the sweep's job, launched through mlrun itself; rank 0's table is passed through
+// without its "[0] " tag.
+int bandwidth_command(const DoctorOptions& o) {
+  std::string self = self_path();
+  std::vector<std::string> argv = {self};
+  if (!o.hostfile.empty()) argv.insert(argv.end(), {"--hostfile", o.hostfile});
+  if (!o.hosts.empty()) argv.insert(argv.end(), {"-H", o.hosts});
+  if (!o.nproc_per_node.empty()) argv.insert(argv.end(), {"--nproc_per_node", o.nproc_per_node});
+  argv.insert(argv.end(), {"--backend", o.backend});
+  if (o.iface != "auto") argv.insert(argv.end(), {"--iface", o.iface});
+  if (!o.master_addr.empty()) argv.insert(argv.end(), {"--master_addr", o.master_addr});
+  argv.insert(argv.end(), {"--no_python", self, "doctor", "--allreduce-sweep"});
+  for (auto& f : sweep_flags(o.sweep)) argv.push_back(f);
+  std::vector<std::string> shown;
+  for (const auto& a : argv) {
+    shown.push_back(a.find_first_of(" '\"$") == std::string::npos ? a : shell_quote(a));
+  }
+  fmt::print("# {}\n", fmt::join(shown, " "));
+  std::fflush(stdout);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    fmt::print(stderr, "mlrun: error: pipe: {}\n", std::strerror(errno));
+    return 1;
+  }
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fmt::print(stderr, "mlrun: error: fork: {}\n", std::strerror(errno));
+    return 1;
+  }
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  // Ctrl-C reaches the launcher too (same process group); it stops the ranks and exits, and
+  // this process reports its exit code.
+  signal(SIGINT, SIG_IGN);
+  std::string pending;
+  char buf[4096];
+  auto emit = [](std::string_view line) {
+    if (line.rfind("[0] ", 0) == 0) line.remove_prefix(4);
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  };
+  while (true) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<std::size_t>(n));
+    std::size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      emit(std::string_view(pending).substr(0, nl));
+      pending.erase(0, nl + 1);
+    }
+  }
+  if (!pending.empty()) emit(pending);
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  signal(SIGINT, SIG_DFL);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+}  // namespace
+
+PortCheck tcp_connect_test(const std::string& endpoint, int timeout_ms) {
+  PortCheck c;
+  c.target = endpoint;
+  std::string host;
+  int port = 0;
+  if (!split_endpoint(endpoint, host, port)) {
+    c.error = "not HOST:PORT";
+    return c;
+  }
+  auto start = Clock::now();
+  auto elapsed = [&start] {
+    return static_cast<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  };
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (gai != 0 || res == nullptr) {
+    c.error = fmt::format("cannot resolve {}: {}", host, gai_strerror(gai));
+    return c;
+  }
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    c.error = fmt::format("socket: {}", std::strerror(errno));
+    freeaddrinfo(res);
+    return c;
+  }
+  int rc = connect(fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  int err = rc == 0 ? 0 : errno;
+  if (rc != 0 && err == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    while (true) {
+      long left = timeout_ms - elapsed();
+      if (left <= 0) {
+        err = ETIMEDOUT;
+        break;
+      }
+      int n = poll(&p, 1, static_cast<int>(left));
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) {
+        err = ETIMEDOUT;
+        break;
+      }
+      socklen_t len = sizeof err;
+      if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      break;
+    }
+  }
+  close(fd);
+  c.elapsed_ms = elapsed();
+  if (err == 0) {
+    c.ok = true;
+  } else if (err == ETIMEDOUT) {
+    c.error = fmt::format("timed out after {} ms (a firewall?)", timeout_ms);
+  } else if (err == ECONNREFUSED) {
+    c.error = "refused (nothing listens there, or a firewall rejects the connection)";
+  } else {
+    c.error = std::strerror(err);
+  }
+  return c;
+}
+
+std::vector<std::string> host_problems(const HostReport& h) {
+  std::vector<std::string> p;
+  if (!h.reachable) {
+    p.push_back(fmt::format("{} is unreachable over SSH: {}", h.host, h.ssh_error));
+    return p;
+  }
+  if (h.rendezvous_port && !h.rendezvous_port->ok) {
+    p.push_back(fmt::format("{} cannot reach {}: {}", h.host, h.rendezvous_port->target,
+                            h.rendezvous_port->error));
+  }
+  if (!h.probe_error.empty())
+    p.push_back(fmt::format("{}: probe failed: {}", h.host, h.probe_error));
+  for (const auto& e : h.errors) p.push_back(fmt::format("{}: {}", h.host, e));
+  return p;
+}
+
 std::string format_doctor_text(const DoctorReport& report) {
   std::string s;
+  std::vector<std::string> problems;
   for (const auto& h : report.hosts) {
-    s += fmt::format("host {}{}\n", h.host, h.local ? " (this host)" : "");
-    s += fmt::format("  GPUs        {}\n", gpu_text(h.gpus));
-    s += fmt::format("  NCCL        {}\n", component_text(h.nccl));
-    s += fmt::format("  Gloo        {}\n", component_text(h.gloo));
-    s += fmt::format("  Open MPI    {}\n", component_text(h.mpi));
-    s += fmt::format("  PyTorch     {}\n", component_text(h.torch));
-    s += fmt::format("  InfiniBand  {}\n", h.infiniband ? "a device exists (/sys/class/infiniband)"
-                                                        : "none (/sys/class/infiniband)");
-    s += "  Interfaces\n";
-    std::size_t width = 4;
-    for (const auto& i : h.interfaces) width = std::max(width, i.name.size());
-    for (const auto& i : h.interfaces) {
-      std::vector<std::string> addrs;
-      for (const auto& a : i.addresses) addrs.push_back(a.text);
-      s += fmt::format("    {:<{}}  {:<10}  {:<4}  {:<13}  {}\n", i.name, width, interface_kind(i),
-                       i.up ? "up" : "down", speed_text(i.speed_mbps),
-                       addrs.empty() ? "no address" : fmt::format("{}", fmt::join(addrs, " ")));
-    }
-    s += fmt::format("  Backend     {}: {}\n", h.backend.name, h.backend.reason);
-    for (const auto& e : h.errors) s += fmt::format("  Error       {}\n", e);
-    if (h.errors.empty()) {
-      s += fmt::format("  Interface   {}{}\n", h.iface.reason,
-                       h.master_addr.empty() ? " (no --master_addr given)" : "");
-    }
-    if (!h.iface.warning.empty()) s += fmt::format("  Warning     {}\n", h.iface.warning);
-    s += "  Variables   what every worker gets (a value already in your environment wins):\n";
-    for (const auto& v : h.variables) {
-      if (v.user_value && v.is_default) {
-        s += fmt::format("    {}={}  (yours; mlrun's default would be {})\n", v.name, *v.user_value,
-                         v.value);
-      } else {
-        s += fmt::format("    {}={}\n", v.name, v.value);
-      }
-    }
+    s += host_text(h);
+    for (auto& p : host_problems(h)) problems.push_back(std::move(p));
   }
   if (!report.remote_hosts.empty()) {
     s += fmt::format("remote checks ({}): {}\n", report.remote_hosts, report.remote_status);
   } else {
     s += fmt::format("remote checks: {}\n", report.remote_status);
   }
+  if (problems.empty()) {
+    s += "no problems found\n";
+  } else {
+    s += fmt::format("{} problem{}:\n", problems.size(), problems.size() == 1 ? "" : "s");
+    for (const auto& p : problems) s += fmt::format("  {}\n", p);
+  }
   return s;
+}
+
+nlohmann::json host_json(const HostReport& h) {
+  nlohmann::json port;
+  if (h.rendezvous_port) {
+    const PortCheck& c = *h.rendezvous_port;
+    port = {{"target", c.target},
+            {"ok", c.ok},
+            {"error", or_null(c.error)},
+            {"elapsed_ms", c.elapsed_ms}};
+  }
+  nlohmann::json j = {
+      {"host", h.host},
+      {"hostname", or_null(h.hostname)},
+      {"local", h.local},
+      {"reachable", h.reachable},
+      {"ssh", h.local ? nlohmann::json()
+                      : nlohmann::json{{"ok", h.reachable}, {"error", or_null(h.ssh_error)}}},
+      {"probe_error", or_null(h.probe_error)},
+      {"address", or_null(h.address)},
+      {"rendezvous_port", port},
+      {"problems", host_problems(h)}};
+  // An unreachable or unprobed host has no facts to show; its object says only why.
+  if (!h.reachable || !h.probe_error.empty()) return j;
+  nlohmann::json interfaces = nlohmann::json::array();
+  for (const auto& i : h.interfaces) {
+    nlohmann::json addrs = nlohmann::json::array();
+    for (const auto& a : i.addresses) addrs.push_back(a.text);
+    interfaces.push_back(
+        {{"name", i.name},
+         {"kind", interface_kind(i)},
+         {"up", i.up},
+         {"speed_mbps", i.speed_mbps < 0 ? nlohmann::json() : nlohmann::json(i.speed_mbps)},
+         {"addresses", addrs}});
+  }
+  nlohmann::json vars = nlohmann::json::array();
+  for (const auto& v : h.variables) {
+    vars.push_back({{"name", v.name},
+                    {"value", v.value},
+                    {"default", v.is_default},
+                    {"user_value", v.user_value ? nlohmann::json(*v.user_value) : nlohmann::json()},
+                    {"effective", (v.user_value && v.is_default ? *v.user_value : v.value)}});
+  }
+  nlohmann::json gpus = {{"device_files", h.gpus.device_files},
+                         {"visible", h.gpus.visible},
+                         {"models", h.gpus.models}};
+  gpus["cuda_visible_devices"] =
+      h.gpus.cuda_visible_devices ? nlohmann::json(*h.gpus.cuda_visible_devices) : nlohmann::json();
+  nlohmann::json iface = {{"name", or_null(h.iface.name)},
+                          {"reason", h.iface.reason},
+                          {"warning", or_null(h.iface.warning)}};
+  j["gpus"] = gpus;
+  j["nccl"] = component_json(h.nccl);
+  j["gloo"] = component_json(h.gloo);
+  j["openmpi"] = component_json(h.mpi);
+  j["torch"] = component_json(h.torch);
+  j["infiniband"] = h.infiniband;
+  j["interfaces"] = interfaces;
+  j["master_addr"] = or_null(h.master_addr);
+  j["interface"] = iface;
+  j["backend"] = {{"name", h.backend.name}, {"reason", h.backend.reason}};
+  j["variables"] = vars;
+  j["errors"] = h.errors;
+  return j;
+}
+
+HostReport host_from_json(const nlohmann::json& j) {
+  HostReport h;
+  h.host = j.at("host").get<std::string>();
+  h.hostname = string_or_empty(j, "hostname");
+  h.local = j.at("local").get<bool>();
+  h.reachable = j.value("reachable", true);
+  if (j.contains("ssh") && j["ssh"].is_object()) h.ssh_error = string_or_empty(j["ssh"], "error");
+  h.probe_error = string_or_empty(j, "probe_error");
+  h.address = string_or_empty(j, "address");
+  if (j.contains("rendezvous_port") && j["rendezvous_port"].is_object()) {
+    const auto& p = j["rendezvous_port"];
+    h.rendezvous_port = PortCheck{p.at("target").get<std::string>(), p.at("ok").get<bool>(),
+                                  string_or_empty(p, "error"), p.at("elapsed_ms").get<long>()};
+  }
+  if (!h.reachable || !h.probe_error.empty()) return h;
+  const auto& g = j.at("gpus");
+  h.gpus.device_files = g.at("device_files").get<int>();
+  h.gpus.visible = g.at("visible").get<int>();
+  h.gpus.models = g.at("models").get<std::vector<std::string>>();
+  if (g.contains("cuda_visible_devices") && g["cuda_visible_devices"].is_string()) {
+    h.gpus.cuda_visible_devices = g["cuda_visible_devices"].get<std::string>();
+  }
+  h.nccl = component_from(j.at("nccl"));
+  h.gloo = component_from(j.at("gloo"));
+  h.mpi = component_from(j.at("openmpi"));
+  h.torch = component_from(j.at("torch"));
+  h.infiniband = j.at("infiniband").get<bool>();
+  for (const auto& ij : j.at("interfaces")) {
+    NetInterface i;
+    i.name = ij.at("name").get<std::string>();
+    std::string kind = ij.at("kind").get<std::string>();
+    i.infiniband = kind == "InfiniBand";
+    i.loopback = kind == "loopback";
+    i.is_virtual = kind == "virtual";
+    i.up = ij.at("up").get<bool>();
+    i.speed_mbps = ij.at("speed_mbps").is_number() ? ij["speed_mbps"].get<int>() : -1;
+    for (const auto& a : ij.at("addresses")) {
+      InterfaceAddress addr;
+      addr.text = a.get<std::string>();
+      i.addresses.push_back(addr);
+    }
+    h.interfaces.push_back(std::move(i));
+  }
+  h.master_addr = string_or_empty(j, "master_addr");
+  const auto& ic = j.at("interface");
+  h.iface.name = string_or_empty(ic, "name");
+  h.iface.reason = string_or_empty(ic, "reason");
+  h.iface.warning = string_or_empty(ic, "warning");
+  h.backend.name = j.at("backend").at("name").get<std::string>();
+  h.backend.reason = j.at("backend").at("reason").get<std::string>();
+  for (const auto& v : j.at("variables")) {
+    DoctorVariable d;
+    d.name = v.at("name").get<std::string>();
+    d.value = v.at("value").get<std::string>();
+    d.is_default = v.at("default").get<bool>();
+    if (v.contains("user_value") && v["user_value"].is_string()) {
+      d.user_value = v["user_value"].get<std::string>();
+    }
+    h.variables.push_back(std::move(d));
+  }
+  h.errors = j.at("errors").get<std::vector<std::string>>();
+  return h;
 }
 
 nlohmann::json doctor_json(const DoctorReport& report) {
   nlohmann::json hosts = nlohmann::json::array();
+  nlohmann::json problems = nlohmann::json::array();
   for (const auto& h : report.hosts) {
-    nlohmann::json interfaces = nlohmann::json::array();
-    for (const auto& i : h.interfaces) {
-      nlohmann::json addrs = nlohmann::json::array();
-      for (const auto& a : i.addresses) addrs.push_back(a.text);
-      interfaces.push_back(
-          {{"name", i.name},
-           {"kind", interface_kind(i)},
-           {"up", i.up},
-           {"speed_mbps", i.speed_mbps < 0 ? nlohmann::json() : nlohmann::json(i.speed_mbps)},
-           {"addresses", addrs}});
-    }
-    nlohmann::json vars = nlohmann::json::array();
-    for (const auto& v : h.variables) {
-      vars.push_back(
-          {{"name", v.name},
-           {"value", v.value},
-           {"default", v.is_default},
-           {"user_value", v.user_value ? nlohmann::json(*v.user_value) : nlohmann::json()},
-           {"effective", (v.user_value && v.is_default ? *v.user_value : v.value)}});
-    }
-    nlohmann::json gpus = {{"device_files", h.gpus.device_files},
-                           {"visible", h.gpus.visible},
-                           {"models", h.gpus.models}};
-    gpus["cuda_visible_devices"] = h.gpus.cuda_visible_devices
-                                       ? nlohmann::json(*h.gpus.cuda_visible_devices)
-                                       : nlohmann::json();
-    nlohmann::json iface = {{"name", or_null(h.iface.name)},
-                            {"reason", h.iface.reason},
-                            {"warning", or_null(h.iface.warning)}};
-    hosts.push_back({{"host", h.host},
-                     {"local", h.local},
-                     {"gpus", gpus},
-                     {"nccl", component_json(h.nccl)},
-                     {"gloo", component_json(h.gloo)},
-                     {"openmpi", component_json(h.mpi)},
-                     {"torch", component_json(h.torch)},
-                     {"infiniband", h.infiniband},
-                     {"interfaces", interfaces},
-                     {"master_addr", or_null(h.master_addr)},
-                     {"interface", iface},
-                     {"backend", {{"name", h.backend.name}, {"reason", h.backend.reason}}},
-                     {"variables", vars},
-                     {"errors", h.errors}});
+    hosts.push_back(host_json(h));
+    for (const auto& p : host_problems(h)) problems.push_back(p);
   }
-  return {{"hosts", hosts},
-          {"remote", {{"hosts", or_null(report.remote_hosts)}, {"status", report.remote_status}}}};
+  return {
+      {"hosts", hosts},
+      {"ok", problems.empty()},
+      {"problems", problems},
+      {"remote",
+       {{"hosts", or_null(report.remote_hosts)},
+        {"rendezvous_port",
+         report.rendezvous_port == 0 ? nlohmann::json() : nlohmann::json(report.rendezvous_port)},
+        {"status", report.remote_status}}}};
 }
 
 int doctor_command(const std::vector<std::string>& args) {
+  // 0. The hidden mode that every rank of `doctor --bandwidth` runs.
+  if (!args.empty() && args[0] == "--allreduce-sweep") {
+    return allreduce_sweep_command({args.begin() + 1, args.end()});
+  }
   // 1. Flags: every user error reported together.
   DoctorArgs parsed = parse_doctor_args(args);
   if (parsed.options.help) {
@@ -644,27 +1219,42 @@ int doctor_command(const std::vector<std::string>& args) {
   for (const auto& e : parsed.errors) fmt::print(stderr, "mlrun: error: {}\n", e);
   if (!parsed.errors.empty()) return 2;
   const DoctorOptions& o = parsed.options;
-  // 2. This host: hardware, libraries, interfaces, and what the launcher would choose.
+  if (o.bandwidth) return bandwidth_command(o);
+  // 2. The hosts asked for, read before anything is probed: a bad hostfile is a usage error.
+  HostList hosts;
+  if (!o.hostfile.empty() || !o.hosts.empty()) {
+    hosts = o.hostfile.empty() ? parse_host_list(o.hosts) : read_hostfile(o.hostfile);
+    for (const auto& e : hosts.errors) fmt::print(stderr, "mlrun: error: {}\n", format_error(e));
+    if (!hosts.ok()) return 2;
+  }
+  // 3. This host: hardware, libraries, interfaces, and what the launcher would choose; the
+  //    port check when this is the remote side of one.
   DoctorReport report;
   report.hosts.push_back(probe_local_host(o));
-  // 3. Other hosts: their own sections, SSH and rendezvous-port reachability belong here once
-  //    the multi-node launch exists; until then the report says so and checks nothing.
+  if (!o.connect_test.empty()) {
+    report.hosts.front().rendezvous_port = tcp_connect_test(o.connect_test, o.timeout_ms);
+  }
+  // 4. Other hosts: SSH to all at once, the same probe on each, and the rendezvous port.
   if (!o.hostfile.empty()) {
     report.remote_hosts = fmt::format("--hostfile {}", o.hostfile);
   } else if (!o.hosts.empty()) {
     report.remote_hosts = fmt::format("-H {}", o.hosts);
   }
-  report.remote_status =
-      "not implemented yet (SSH and rendezvous-port reachability of every host come with the "
-      "multi-node launch)";
-  if (!report.remote_hosts.empty()) report.remote_status += "; these hosts were not contacted";
-  // 4. Print.
+  if (report.remote_hosts.empty()) {
+    report.remote_status = "none (give --hostfile or -H to check other hosts)";
+  } else if (int rc = check_remote_hosts(o, hosts.hosts, report); rc != 0) {
+    return rc;
+  }
+  // 5. Print.
   if (o.json) {
     fmt::print("{}\n", doctor_json(report).dump(2));
   } else {
     fmt::print("{}", format_doctor_text(report));
   }
-  return report.hosts.front().errors.empty() ? 0 : 2;
+  for (const auto& h : report.hosts) {
+    if (!host_problems(h).empty()) return 1;
+  }
+  return 0;
 }
 
 }  // namespace mlrun

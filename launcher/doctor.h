@@ -1,9 +1,11 @@
 // `mlrun doctor` (DESIGN §7): what this machine has for distributed training, and what mlrun
 // would choose and set here, and why. The probes (device files, dlopen, mpirun --version, a
 // bounded python start) fill a plain report; formatting it as text or JSON is pure and
-// unit-tested. The report holds one section per host so that the multi-node checks (SSH and
-// rendezvous-port reachability of every host of a hostfile) slot in; until they exist the
-// report says "not implemented yet" rather than guessing.
+// unit-tested. The report holds one section per host: with --hostfile / -H, doctor connects to
+// every host at once over SSH, runs `mlrun doctor --json --connect-test HEAD:PORT` there against
+// a rendezvous server it serves for the purpose, and parses each host's JSON back into its
+// section (host_from_json), so that a host that cannot be reached, or cannot reach the
+// rendezvous port, is reported by name.
 #pragma once
 
 #include <optional>
@@ -13,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/bandwidth.h"
 #include "worker/network.h"
 
 namespace mlrun {
@@ -27,6 +30,15 @@ struct DoctorOptions {
   std::string iface = "auto";    ///< --iface NAME|auto, as the launcher takes it.
   std::string backend = "auto";  ///< --backend auto|nccl|gloo|mpi, as the launcher takes it.
   double python_timeout = 20;    ///< --python-timeout SECONDS for the PyTorch probe; 0 skips it.
+  int port = 0;                  ///< --port P: the rendezvous port checked; 0: a free one.
+  int ssh_timeout_ms = 10000;    ///< --ssh-timeout-ms: bounds each SSH connect.
+  /// --connect-test HOST:PORT: a TCP connect to it within timeout_ms, added to this host's
+  /// section (what the remote side of the port check runs).
+  std::string connect_test;
+  int timeout_ms = 3000;       ///< --timeout-ms N: bound of --connect-test.
+  bool bandwidth = false;      ///< --bandwidth: the all-reduce sweep instead of the report.
+  std::string nproc_per_node;  ///< --nproc_per_node, passed to the sweep's launch.
+  SweepOptions sweep;          ///< -b -e -f -n -w --op-timeout of --bandwidth.
 };
 
 struct DoctorArgs {
@@ -57,6 +69,17 @@ struct GpuReport {
   std::vector<std::string> models;  ///< "Model:" of /proc/driver/nvidia/gpus/*/information.
 };
 
+/// A TCP connect from a host to the rendezvous port.
+struct PortCheck {
+  std::string target;  ///< "10.77.0.1:29500".
+  bool ok = false;
+  std::string error;  ///< "timed out after 3000 ms (a firewall?)", "refused (...)", ...
+  long elapsed_ms = 0;
+};
+
+/// A TCP connect to endpoint ("host:port", "[v6]:port") bounded by timeout_ms.
+PortCheck tcp_connect_test(const std::string& endpoint, int timeout_ms);
+
 struct BackendChoice {
   std::string name;    ///< nccl, gloo or mpi.
   std::string reason;  ///< One line: why.
@@ -72,8 +95,16 @@ struct DoctorVariable {
 
 /// One host's section of the report.
 struct HostReport {
-  std::string host;
+  std::string host;      ///< As listed (hostfile, -H), or this host's name.
+  std::string hostname;  ///< The host's own name, where it differs from host; else empty.
   bool local = true;
+  /// Remote hosts: whether SSH worked (ssh_error says why not) and the probe's report came back
+  /// (probe_error says why not). Without them the sections below are empty.
+  bool reachable = true;
+  std::string ssh_error;
+  std::string probe_error;
+  std::string address;  ///< Remote hosts: the head's address toward it (its --master_addr).
+  std::optional<PortCheck> rendezvous_port;
   GpuReport gpus;
   Component nccl, gloo, mpi, torch;
   std::vector<NetInterface> interfaces;
@@ -87,11 +118,21 @@ struct HostReport {
 
 struct DoctorReport {
   std::vector<HostReport> hosts;  ///< This host first.
-  /// The multi-node part: which hosts were asked for (hostfile or -H), and what of them is
-  /// checked. Empty when none were given.
+  /// The multi-node part: which hosts were asked for ("-H a,b", "--hostfile F"); empty when none
+  /// were given. rendezvous_port: the port served on this host for the check (0: none).
   std::string remote_hosts;
+  int rendezvous_port = 0;
   std::string remote_status;
 };
+
+/// The problems of one host, one line each, naming it ("host2 cannot reach 10.77.0.1:P: ...").
+std::vector<std::string> host_problems(const HostReport& h);
+
+/// One host's section as JSON (an element of doctor_json's "hosts"), and back: a remote host's
+/// `doctor --json` is parsed with host_from_json. Throws nlohmann::json::exception on a
+/// malformed object.
+nlohmann::json host_json(const HostReport& h);
+HostReport host_from_json(const nlohmann::json& j);
 
 /// --backend auto: NCCL where NVIDIA GPUs and NCCL are present, else Gloo; an explicit choice
 /// is kept. The reason says what decided it.
@@ -124,8 +165,10 @@ std::string format_doctor_text(const DoctorReport& report);
 /// The report as JSON (the --json schema; see docs/backends.md).
 nlohmann::json doctor_json(const DoctorReport& report);
 
-/// `mlrun doctor [--json] [--hostfile F | -H LIST] ...`: prints the report; 0, or 2 for a
-/// usage error.
+/// `mlrun doctor [--json] [--hostfile F | -H LIST] ...`: prints the report; 0, 1 when any host
+/// has a problem (SSH, the rendezvous port, a flag it cannot honour), or 2 for a usage error.
+/// `--bandwidth` runs the all-reduce sweep instead (launcher/bandwidth.h), and the hidden
+/// `--allreduce-sweep` is one rank of it.
 int doctor_command(const std::vector<std::string>& args);
 
 }  // namespace mlrun

@@ -1,6 +1,9 @@
 #include "launcher/doctor.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -140,7 +143,7 @@ DoctorReport sample_report() {
   h.variables = doctor_variables("gloo", network_variables("eth0", false), {"NCCL_IB_DISABLE=0"});
   DoctorReport r;
   r.hosts.push_back(h);
-  r.remote_status = "not implemented yet";
+  r.remote_status = "none (give --hostfile or -H to check other hosts)";
   return r;
 }
 
@@ -156,7 +159,8 @@ TEST(FormatDoctorText, SaysWhatWasFoundChosenAndSet) {
   EXPECT_THAT(text, HasSubstr("Interface   eth0: the fastest usable interface"));
   EXPECT_THAT(text, HasSubstr("NCCL_SOCKET_IFNAME=eth0\n"));
   EXPECT_THAT(text, HasSubstr("NCCL_IB_DISABLE=0  (yours; mlrun's default would be 1)"));
-  EXPECT_THAT(text, HasSubstr("remote checks: not implemented yet"));
+  EXPECT_THAT(text, HasSubstr("remote checks: none (give --hostfile or -H"));
+  EXPECT_THAT(text, HasSubstr("no problems found"));
 }
 
 TEST(FormatDoctorText, ASkippedCheckIsNotReportedAsMissing) {
@@ -201,7 +205,117 @@ TEST(DoctorJson, MachineReadableSchema) {
   EXPECT_EQ(ib["user_value"], "0");
   EXPECT_EQ(ib["effective"], "0");
   EXPECT_EQ(j["remote"]["hosts"], "--hostfile hosts.txt");
-  EXPECT_EQ(j["remote"]["status"], "not implemented yet");
+  EXPECT_EQ(j["remote"]["status"], "none (give --hostfile or -H to check other hosts)");
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_TRUE(j["problems"].empty());
+}
+
+TEST(ParseDoctorArgs, RemoteAndBandwidthFlags) {
+  auto r = parse_doctor_args({"-H", "host1,host2", "--port", "29511", "--timeout-ms=500",
+                              "--ssh-timeout-ms", "2000", "--connect-test", "10.0.0.1:29511"});
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(r.options.port, 29511);
+  EXPECT_EQ(r.options.timeout_ms, 500);
+  EXPECT_EQ(r.options.ssh_timeout_ms, 2000);
+  EXPECT_EQ(r.options.connect_test, "10.0.0.1:29511");
+  auto b = parse_doctor_args({"--bandwidth", "--nproc_per_node", "2", "-b", "8", "-e", "1M", "-f",
+                              "4", "-n", "3", "-w", "1"});
+  EXPECT_TRUE(b.errors.empty()) << b.errors.front();
+  EXPECT_TRUE(b.options.bandwidth);
+  EXPECT_EQ(b.options.sweep.max_bytes, 1u << 20);
+  EXPECT_EQ(b.options.sweep.factor, 4);
+  EXPECT_EQ(b.options.sweep.iters, 3);
+  EXPECT_EQ(b.options.sweep.warmup, 1);
+}
+
+TEST(ParseDoctorArgs, RemoteAndBandwidthErrors) {
+  auto r = parse_doctor_args(
+      {"--port", "70000", "--connect-test", "nohost", "-e", "1M", "--timeout-ms", "0"});
+  ASSERT_EQ(r.errors.size(), 4u);
+  EXPECT_THAT(r.errors[0], HasSubstr("--port=70000"));
+  EXPECT_THAT(r.errors[1], HasSubstr("--connect-test=nohost"));
+  EXPECT_THAT(r.errors[2], HasSubstr("--timeout-ms=0"));
+  EXPECT_THAT(r.errors[3], HasSubstr("go with --bandwidth"));
+  auto b = parse_doctor_args({"--bandwidth", "-b", "1M", "-e", "8"});
+  ASSERT_EQ(b.errors.size(), 2u);
+  EXPECT_THAT(b.errors[0], HasSubstr("is larger than -e"));
+  EXPECT_THAT(b.errors[1], HasSubstr("needs at least 2 ranks"));
+}
+
+TEST(HostJson, ARemoteReportRoundTrips) {
+  HostReport h = sample_report().hosts[0];
+  h.gpus.cuda_visible_devices = "0";
+  h.rendezvous_port = PortCheck{"10.0.0.1:29511", true, "", 3};
+  h.master_addr = "10.0.0.1";
+  HostReport back = host_from_json(host_json(h));
+  EXPECT_EQ(host_json(back), host_json(h));
+  EXPECT_EQ(format_doctor_text({{back}, "", 0, "x"}), format_doctor_text({{h}, "", 0, "x"}));
+}
+
+TEST(HostProblems, EachNamesItsHost) {
+  DoctorReport r = sample_report();
+  HostReport down;
+  down.host = "host2";
+  down.local = false;
+  down.reachable = false;
+  down.ssh_error = "host2: cannot connect to 10.77.0.12: Connection refused";
+  HostReport blocked = sample_report().hosts[0];
+  blocked.host = "host3";
+  blocked.local = false;
+  blocked.address = "10.77.0.1";
+  blocked.rendezvous_port =
+      PortCheck{"10.77.0.1:29511", false, "timed out after 500 ms (a firewall?)", 500};
+  HostReport old = blocked;
+  old.host = "host4";
+  old.rendezvous_port.reset();
+  old.probe_error = "`mlrun doctor --json` there exited with 2: unknown argument";
+  r.hosts = {r.hosts[0], down, blocked, old};
+  r.remote_hosts = "-H host2,host3,host4";
+  std::string text = format_doctor_text(r);
+  EXPECT_THAT(text, HasSubstr("host host2 (over SSH)\n  SSH         unreachable: host2: cannot "
+                              "connect to 10.77.0.12: Connection refused\n"));
+  EXPECT_THAT(text, HasSubstr("host host3 (over SSH; this host is 10.77.0.1 to it)\n"
+                              "  SSH         ok\n"
+                              "  Rendezvous  cannot reach 10.77.0.1:29511: timed out after 500 ms "
+                              "(a firewall?)\n"));
+  EXPECT_THAT(text, HasSubstr("3 problems:\n"));
+  EXPECT_THAT(text, HasSubstr("  host3 cannot reach 10.77.0.1:29511: timed out after 500 ms "
+                              "(a firewall?)\n"));
+  EXPECT_THAT(text, HasSubstr("  host2 is unreachable over SSH: host2: cannot connect"));
+  EXPECT_THAT(text, HasSubstr("  host4: probe failed: `mlrun doctor --json` there exited"));
+  auto j = doctor_json(r);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["problems"].size(), 3u);
+  EXPECT_EQ(j["hosts"][1]["reachable"], false);
+  EXPECT_EQ(j["hosts"][1]["ssh"]["ok"], false);
+  EXPECT_FALSE(j["hosts"][1].contains("gpus"));  // Nothing is known of an unreachable host.
+  EXPECT_EQ(j["hosts"][2]["rendezvous_port"]["ok"], false);
+  EXPECT_EQ(j["hosts"][2]["ssh"]["ok"], true);
+  EXPECT_EQ(j["hosts"][2]["backend"]["name"], "gloo");
+  HostReport back = host_from_json(j["hosts"][1]);
+  EXPECT_FALSE(back.reachable);
+  EXPECT_EQ(back.ssh_error, down.ssh_error);
+}
+
+// A port with a listener is reached; a port without one is refused at once.
+TEST(TcpConnectTest, ReachedAndRefused) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::string target = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  PortCheck ok = tcp_connect_test(target, 2000);
+  EXPECT_TRUE(ok.ok) << ok.error;
+  close(fd);
+  PortCheck refused = tcp_connect_test(target, 2000);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_THAT(refused.error, HasSubstr("refused"));
+  EXPECT_LT(refused.elapsed_ms, 1000);
 }
 
 }  // namespace

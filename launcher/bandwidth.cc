@@ -1,0 +1,473 @@
+#include "launcher/bandwidth.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#ifdef MLRUN_HAVE_GLOO_SWEEP
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <mlrun/gloo_store.hpp>
+#include <mlrun/rendezvous.hpp>
+#endif
+
+namespace mlrun {
+namespace {
+
+std::string bytes_text(std::size_t b) {
+  if (b >= (1u << 30) && b % (1u << 30) == 0) return fmt::format("{} GiB", b >> 30);
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= (1u << 10) && b % (1u << 10) == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+std::string speed_text(int mbps) {
+  if (mbps >= 1000 && mbps % 1000 == 0) return fmt::format("{} Gb/s", mbps / 1000);
+  if (mbps >= 1000) return fmt::format("{:.1f} Gb/s", mbps / 1000.0);
+  return fmt::format("{} Mb/s", mbps);
+}
+
+bool parse_int(const std::string& s, int lo, int hi, int& out) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::size_t> parse_byte_size(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  std::size_t mult = 1;
+  char last = text.back();
+  if (last == 'K' || last == 'k') mult = 1u << 10;
+  if (last == 'M' || last == 'm') mult = 1u << 20;
+  if (last == 'G' || last == 'g') mult = 1u << 30;
+  if (mult != 1) text.remove_suffix(1);
+  if (text.empty() || text.size() > 12) return std::nullopt;
+  std::size_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::size_t>(c - '0');
+  }
+  if (v == 0) return std::nullopt;
+  return v * mult;
+}
+
+bool parse_sweep_flag(const std::vector<std::string>& args, std::size_t& i, SweepOptions& o,
+                      std::vector<std::string>& errors) {
+  std::string arg = args[i];
+  std::string value;
+  bool has_value = false;
+  if (arg.rfind("--", 0) == 0) {
+    auto eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    std::replace(arg.begin() + 2, arg.end(), '-', '_');
+  }
+  static const std::map<std::string, std::string> names = {{"-b", "-b"},
+                                                           {"--minbytes", "-b"},
+                                                           {"-e", "-e"},
+                                                           {"--maxbytes", "-e"},
+                                                           {"-f", "-f"},
+                                                           {"--stepfactor", "-f"},
+                                                           {"-n", "-n"},
+                                                           {"--iters", "-n"},
+                                                           {"-w", "-w"},
+                                                           {"--warmup_iters", "-w"},
+                                                           {"--op_timeout", "--op-timeout"}};
+  auto it = names.find(arg);
+  if (it == names.end()) return false;
+  const std::string& flag = it->second;
+  if (!has_value) {
+    if (i + 1 >= args.size()) {
+      errors.push_back(fmt::format("doctor: {} needs a value", args[i]));
+      return true;
+    }
+    value = args[++i];
+  }
+  if (flag == "-b" || flag == "-e") {
+    auto size = parse_byte_size(value);
+    if (!size || *size > (std::size_t{8} << 30)) {
+      errors.push_back(
+          fmt::format("doctor: {} {}: expected a size such as 8, 64K, 128M, 1G", flag, value));
+    } else {
+      (flag == "-b" ? o.min_bytes : o.max_bytes) = *size;
+    }
+  } else if (flag == "-f") {
+    if (!parse_int(value, 2, 1024, o.factor)) {
+      errors.push_back(fmt::format("doctor: -f {}: expected a factor from 2 to 1024", value));
+    }
+  } else if (flag == "-n") {
+    if (!parse_int(value, 1, 1000000, o.iters)) {
+      errors.push_back(fmt::format("doctor: -n {}: expected 1 or more iterations", value));
+    }
+  } else if (flag == "-w") {
+    if (!parse_int(value, 0, 1000000, o.warmup)) {
+      errors.push_back(fmt::format("doctor: -w {}: expected 0 or more warm-up iterations", value));
+    }
+  } else if (!parse_int(value, 1, 86400, o.timeout_s)) {
+    errors.push_back(fmt::format("doctor: --op-timeout {}: expected seconds (1 to 86400)", value));
+  }
+  return true;
+}
+
+void check_sweep_options(const SweepOptions& o, std::vector<std::string>& errors) {
+  if (o.min_bytes > o.max_bytes) {
+    errors.push_back(fmt::format("doctor: -b {} is larger than -e {}", bytes_text(o.min_bytes),
+                                 bytes_text(o.max_bytes)));
+  }
+}
+
+std::vector<std::string> sweep_flags(const SweepOptions& o) {
+  return {"-b", std::to_string(o.min_bytes), "-e",           std::to_string(o.max_bytes),
+          "-f", std::to_string(o.factor),    "-n",           std::to_string(o.iters),
+          "-w", std::to_string(o.warmup),    "--op-timeout", std::to_string(o.timeout_s)};
+}
+
+std::vector<std::size_t> sweep_sizes(const SweepOptions& o) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t b = o.min_bytes; b <= o.max_bytes; b *= static_cast<std::size_t>(o.factor)) {
+    sizes.push_back(std::max<std::size_t>(4, b / 4 * 4));
+    if (b > o.max_bytes / static_cast<std::size_t>(o.factor)) break;  // No overflow.
+  }
+  return sizes;
+}
+
+double allreduce_bus_bandwidth(double algbw, int ranks) {
+  if (ranks < 1) return 0;
+  return algbw * 2.0 * (ranks - 1) / ranks;
+}
+
+std::string sweep_table_header() {
+  return "#                                                  out-of-place\n"
+         "#       size         count      type   redop      time   algbw   busbw  #wrong\n"
+         "#        (B)    (elements)                        (us)  (GB/s)  (GB/s)\n";
+}
+
+std::string sweep_table_row(const SweepRow& r) {
+  return fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>8.1f}  {:>6.2f}  {:>6.2f}  {:>6}\n", r.bytes,
+                     r.bytes / 4, "float", "sum", r.time_us, r.algbw, r.busbw, r.wrong);
+}
+
+std::vector<std::string> link_verdict(double peak_busbw, std::size_t peak_bytes,
+                                      std::size_t max_bytes, bool one_host,
+                                      const std::vector<RankLink>& links, bool* warn) {
+  std::vector<std::string> out;
+  *warn = false;
+  if (one_host) {
+    out.push_back(
+        "# every rank ran on one host: the data crossed no network link, so these numbers "
+        "measure this host (memory copies, loopback TCP), not a link; give -H/--hostfile to "
+        "measure the network");
+    return out;
+  }
+  // One entry per host: the ranks of a host share its interface.
+  std::vector<RankLink> hosts;
+  for (const auto& l : links) {
+    if (std::none_of(hosts.begin(), hosts.end(),
+                     [&](const RankLink& h) { return h.host == l.host; })) {
+      hosts.push_back(l);
+    }
+  }
+  std::string listed;
+  for (const auto& h : hosts) {
+    if (!listed.empty()) listed += "; ";
+    listed += fmt::format("{} {} {}", h.host, h.iface.empty() ? "(interface unknown)" : h.iface,
+                          h.speed_mbps < 0 ? "speed unknown" : speed_text(h.speed_mbps));
+  }
+  out.push_back(fmt::format("# links: {}", listed));
+  const RankLink* slowest = nullptr;
+  for (const auto& h : hosts) {
+    if (h.iface.empty()) {
+      out.push_back(fmt::format(
+          "# link speed unknown: the interface of {} is not known (GLOO_SOCKET_IFNAME is not set "
+          "there), so the bus bandwidth is not compared with a link rate",
+          h.host));
+      return out;
+    }
+    if (h.speed_mbps < 0) {
+      out.push_back(fmt::format(
+          "# link speed unknown: {} on {} reports no speed (/sys/class/net/{}/speed; virtual "
+          "and some cloud interfaces do not), so the bus bandwidth is not compared with a link "
+          "rate",
+          h.iface, h.host, h.iface));
+      return out;
+    }
+    if (slowest == nullptr || h.speed_mbps < slowest->speed_mbps) slowest = &h;
+  }
+  if (slowest == nullptr) return out;
+  double link_gbs = slowest->speed_mbps / 8000.0;
+  double percent = link_gbs > 0 ? 100.0 * peak_busbw / link_gbs : 0;
+  if (peak_busbw < 0.5 * link_gbs) {
+    *warn = true;
+    out.push_back(fmt::format(
+        "# WARNING: peak bus bandwidth {:.3f} GB/s (at {}) is {:.1f}% of the slowest chosen "
+        "link, {} on {} at {} ({:.3f} GB/s): far below its rate. Check that mlrun chose the "
+        "fast interface on every host (mlrun doctor -H ...), the MTU, and what else uses the "
+        "link",
+        peak_busbw, bytes_text(peak_bytes), percent, slowest->iface, slowest->host,
+        speed_text(slowest->speed_mbps), link_gbs));
+    if (max_bytes < (64u << 20)) {
+      out.push_back(fmt::format(
+          "# note: the sweep stopped at {}; small messages are latency-bound and never reach "
+          "link rate, so run the full sweep (-e 128M) before trusting this warning",
+          bytes_text(max_bytes)));
+    }
+  } else {
+    out.push_back(fmt::format(
+        "# peak bus bandwidth {:.3f} GB/s is {:.1f}% of the slowest chosen link ({} "
+        "on {} at {})",
+        peak_busbw, percent, slowest->iface, slowest->host, speed_text(slowest->speed_mbps)));
+  }
+  return out;
+}
+
+#ifdef MLRUN_HAVE_GLOO_SWEEP
+namespace {
+
+namespace rdzv = mlrun::rendezvous;
+using Clock = std::chrono::steady_clock;
+
+int sysfs_speed(const std::string& iface) {
+  std::ifstream in("/sys/class/net/" + iface + "/speed");
+  long v = -1;
+  if (!(in >> v) || v <= 0 || v > 100000000) return -1;
+  return static_cast<int>(v);
+}
+
+std::string this_host() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Gloo listens on GLOO_SOCKET_IFNAME (mlrun sets it to the interface it chose); without it, on
+// loopback when every rank is on this host, else on the host name's address.
+gloo::transport::tcp::attr device_attr(bool one_host) {
+  gloo::transport::tcp::attr attr;
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname != nullptr && *ifname != '\0') {
+    attr.iface = ifname;
+  } else if (one_host) {
+    attr.hostname = "127.0.0.1";
+  } else {
+    attr.hostname = this_host();
+  }
+  return attr;
+}
+
+// Input of rank r: (r + 1) * (i % 13 + 1), small integers, so that the float sums are exact.
+float input_value(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1));
+}
+float expected_value(int world, std::size_t i) {
+  return static_cast<float>(world * (world + 1) / 2 * static_cast<int>(i % 13 + 1));
+}
+
+// An all-reduce of a few doubles over the whole world: sum or max.
+void reduce_doubles(const std::shared_ptr<gloo::Context>& context, std::vector<double>& v, bool max,
+                    std::chrono::milliseconds timeout) {
+  gloo::AllreduceOptions opts(context);
+  opts.setOutput(v.data(), v.size());
+  opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  if (max) {
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+  } else {
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+  }
+  opts.setTimeout(timeout);
+  gloo::allreduce(opts);
+}
+
+int run_sweep(const SweepOptions& o) {
+  rdzv::Client client = rdzv::Client::from_env();
+  const auto timeout = std::chrono::milliseconds(o.timeout_s * 1000L);
+  client.set_timeout(timeout);
+  const int rank = client.rank();
+  const int world = client.world_size();
+  if (rank < 0 || world < 1) {
+    fmt::print(stderr,
+               "allreduce-sweep: RANK and WORLD_SIZE are not set (mlrun doctor "
+               "--bandwidth starts this)\n");
+    return 2;
+  }
+  const bool one_host = client.local_world_size() == world;
+  // Where this rank's traffic goes: for the link comparison on rank 0.
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  RankLink mine{this_host(), ifname ? ifname : "", ifname && *ifname ? sysfs_speed(ifname) : -1};
+  client.set(fmt::format("mlrun_doctor_bw/link/{}", rank),
+             nlohmann::json{{"host", mine.host}, {"iface", mine.iface}, {"speed", mine.speed_mbps}}
+                 .dump());
+
+  rdzv::GlooStore store(client, "mlrun_doctor_bw");
+  auto device = gloo::transport::tcp::CreateDevice(device_attr(one_host));
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+  context->setTimeout(timeout);
+  context->connectFullMesh(store, device);
+
+  std::vector<std::size_t> sizes = sweep_sizes(o);
+  const std::size_t max_count = sizes.empty() ? 1 : sizes.back() / 4;
+  std::vector<float> in(max_count), out(max_count);
+  for (std::size_t i = 0; i < max_count; ++i) in[i] = input_value(rank, i);
+
+  const char* groups = std::getenv("GROUP_WORLD_SIZE");
+  int nnodes = one_host ? 1 : (groups != nullptr ? std::atoi(groups) : 0);
+  if (rank == 0) {
+    fmt::print(
+        "# mlrun doctor --bandwidth: Gloo all-reduce (ring), {} ranks on {} node{}, "
+        "{} warm-up + {} timed iterations per size; time is the slowest rank's mean\n",
+        world, nnodes, nnodes == 1 ? "" : "s", o.warmup, o.iters);
+    fmt::print("{}", sweep_table_header());
+    std::fflush(stdout);
+  }
+  long wrong_total = 0;
+  double peak = 0, sum_busbw = 0;
+  std::size_t peak_bytes = 0;
+  for (std::size_t bytes : sizes) {
+    const std::size_t count = bytes / 4;
+    std::fill(out.begin(), out.begin() + static_cast<long>(count), -1.0f);
+    gloo::AllreduceOptions opts(context);
+    opts.setInput(in.data(), count);
+    opts.setOutput(out.data(), count);
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setTimeout(timeout);
+    for (int w = 0; w < o.warmup; ++w) gloo::allreduce(opts);
+    gloo::BarrierOptions barrier(context);
+    barrier.setTimeout(timeout);
+    gloo::barrier(barrier);
+    auto t0 = Clock::now();
+    for (int n = 0; n < o.iters; ++n) gloo::allreduce(opts);
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
+    long wrong = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (out[i] != expected_value(world, i)) {
+        if (wrong++ < 3) {
+          fmt::print(stderr, "allreduce-sweep: rank {}: {} B: element {} is {}, expected {}\n",
+                     rank, bytes, i, out[i], expected_value(world, i));
+        }
+      }
+    }
+    std::vector<double> slowest = {us};
+    reduce_doubles(context, slowest, true, timeout);
+    std::vector<double> wrongs = {static_cast<double>(wrong)};
+    reduce_doubles(context, wrongs, false, timeout);
+    SweepRow row;
+    row.bytes = bytes;
+    row.time_us = slowest[0];
+    row.algbw = row.time_us > 0 ? bytes / (row.time_us * 1e3) : 0;  // bytes/us/1e3 = GB/s
+    row.busbw = allreduce_bus_bandwidth(row.algbw, world);
+    row.wrong = static_cast<long>(wrongs[0]);
+    wrong_total += row.wrong;
+    sum_busbw += row.busbw;
+    if (row.busbw > peak) {
+      peak = row.busbw;
+      peak_bytes = bytes;
+    }
+    if (rank == 0) {
+      fmt::print("{}", sweep_table_row(row));
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0) {
+    fmt::print("# Out of bounds values : {} {}\n", wrong_total, wrong_total == 0 ? "OK" : "FAILED");
+    fmt::print("# Avg bus bandwidth    : {:.3f} GB/s\n",
+               sizes.empty() ? 0.0 : sum_busbw / static_cast<double>(sizes.size()));
+    fmt::print("# Peak bus bandwidth   : {:.3f} GB/s at {}\n", peak, bytes_text(peak_bytes));
+    std::vector<RankLink> links;
+    for (int r = 0; r < world; ++r) {
+      auto j = nlohmann::json::parse(client.get(fmt::format("mlrun_doctor_bw/link/{}", r)));
+      links.push_back({j.at("host").get<std::string>(), j.at("iface").get<std::string>(),
+                       j.at("speed").get<int>()});
+    }
+    bool warn = false;
+    for (const auto& line : link_verdict(peak, peak_bytes, o.max_bytes, one_host, links, &warn)) {
+      fmt::print("{}\n", line);
+    }
+    std::fflush(stdout);
+  }
+  // Nobody leaves while a peer may still read from its pairs.
+  client.barrier("mlrun_doctor_bw/done");
+  if (wrong_total > 0) {
+    if (rank == 0) fmt::print(stderr, "allreduce-sweep: {} wrong values\n", wrong_total);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+#endif
+
+int allreduce_sweep_command(const std::vector<std::string>& args) {
+  SweepOptions o;
+  std::vector<std::string> errors;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!parse_sweep_flag(args, i, o, errors)) {
+      errors.push_back(fmt::format("doctor --allreduce-sweep: unknown argument '{}'", args[i]));
+    }
+  }
+  check_sweep_options(o, errors);
+  for (const auto& e : errors) fmt::print(stderr, "mlrun: error: {}\n", e);
+  if (!errors.empty()) return 2;
+  const char* backend = std::getenv("MLRUN_BACKEND");
+  const char* rank = std::getenv("RANK");
+  bool rank0 = rank == nullptr || std::string(rank) == "0";
+  if (backend != nullptr && std::string(backend) == "nccl") {
+    if (rank0) {
+      fmt::print(stderr,
+                 "mlrun: error: the backend here is NCCL, and mlrun's NCCL bandwidth sweep is not "
+                 "implemented yet; `mlrun doctor --bandwidth --backend gloo` measures the same "
+                 "hosts over TCP with Gloo (not NCCL's own numbers; nccl-tests' all_reduce_perf "
+                 "gives those)\n");
+    }
+    return 2;
+  }
+  if (backend != nullptr && std::string(backend) == "mpi") {
+    if (rank0) {
+      fmt::print(stderr,
+                 "mlrun: error: the bandwidth sweep has no MPI path; `mlrun doctor --bandwidth "
+                 "--backend gloo` measures the same interfaces over TCP\n");
+    }
+    return 2;
+  }
+#ifdef MLRUN_HAVE_GLOO_SWEEP
+  try {
+    return run_sweep(o);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "allreduce-sweep: rank {}: {}\n", rank ? rank : "?", e.what());
+    return 1;
+  }
+#else
+  if (rank0) {
+    fmt::print(stderr,
+               "mlrun: error: this mlrun was built without Gloo (libgloo-dev), so it has no "
+               "bandwidth sweep\n");
+  }
+  return 2;
+#endif
+}
+
+}  // namespace mlrun

@@ -1,0 +1,87 @@
+// `mlrun doctor --bandwidth` (issue 5 item 5): an all-reduce sweep across the planned ranks, run
+// through mlrun itself, printed as nccl-tests' all_reduce_perf prints it, and compared with the
+// link speed of the interface mlrun chose.
+//
+// doctor re-executes `mlrun [--hostfile F | -H L] [--nproc_per_node N] --no_python mlrun doctor
+// --allreduce-sweep ...`: every rank runs allreduce_sweep_command(), finds the others through the
+// job's rendezvous (Client::from_env + GlooStore) and runs Gloo's allreduce (ring, out of place,
+// float32 sum). Rank 0 prints the table. The NCCL path is not implemented (see docs/backends.md).
+//
+// The arithmetic and the formatting are pure and unit-tested; only the sweep itself talks to
+// the network.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlrun {
+
+/// The sweep's parameters, with nccl-tests' spellings (-b -e -f -n -w).
+struct SweepOptions {
+  std::size_t min_bytes = 8;           ///< -b / --minbytes
+  std::size_t max_bytes = 128u << 20;  ///< -e / --maxbytes
+  int factor = 2;                      ///< -f / --stepfactor
+  int iters = 20;                      ///< -n / --iters: timed iterations per size.
+  int warmup = 5;                      ///< -w / --warmup_iters: untimed ones before them.
+  int timeout_s = 300;                 ///< --op-timeout: bound of every collective, seconds.
+};
+
+/// "8", "64K", "1M", "128M", "1G" (powers of 1024, as nccl-tests reads them). nullopt when the
+/// text is not such a size or is 0.
+std::optional<std::size_t> parse_byte_size(std::string_view text);
+
+/// Parses the sweep flags in args[i] (and its value), advancing i; false when args[i] is not a
+/// sweep flag. A bad value appends to errors.
+bool parse_sweep_flag(const std::vector<std::string>& args, std::size_t& i, SweepOptions& o,
+                      std::vector<std::string>& errors);
+
+/// Checks the options as a whole (min <= max, factor >= 2, ...); appends to errors.
+void check_sweep_options(const SweepOptions& o, std::vector<std::string>& errors);
+
+/// The flags that reproduce o, for the re-executed sweep.
+std::vector<std::string> sweep_flags(const SweepOptions& o);
+
+/// The message sizes: min, min*f, ... up to max, each rounded down to whole float32 elements
+/// (at least one).
+std::vector<std::size_t> sweep_sizes(const SweepOptions& o);
+
+/// nccl-tests' bus bandwidth of an all-reduce: algbw * 2(n-1)/n.
+double allreduce_bus_bandwidth(double algbw, int ranks);
+
+/// One measured size.
+struct SweepRow {
+  std::size_t bytes = 0;
+  double time_us = 0;  ///< Mean time of one all-reduce (the slowest rank's).
+  double algbw = 0;    ///< GB/s (1e9 bytes): bytes / time.
+  double busbw = 0;    ///< GB/s: algbw * 2(n-1)/n.
+  long wrong = 0;      ///< Elements with a wrong result, summed over every rank.
+};
+
+/// The header lines of the table ('#' lines, as all_reduce_perf prints them).
+std::string sweep_table_header();
+/// One line of the table.
+std::string sweep_table_row(const SweepRow& row);
+
+/// The interface one rank's traffic took: GLOO_SOCKET_IFNAME there and its sysfs speed.
+struct RankLink {
+  std::string host;
+  std::string iface;    ///< Empty: not known (GLOO_SOCKET_IFNAME unset).
+  int speed_mbps = -1;  ///< -1: sysfs gives none.
+};
+
+/// What the peak bus bandwidth says about the links. one_host: every rank ran on one host, so
+/// no link was crossed. Returns lines to print; *warn is set when the bandwidth is far below
+/// (under half of) the slowest link's rate.
+std::vector<std::string> link_verdict(double peak_busbw, std::size_t peak_bytes,
+                                      std::size_t max_bytes, bool one_host,
+                                      const std::vector<RankLink>& links, bool* warn);
+
+/// `mlrun doctor --allreduce-sweep [sweep flags]`, run by every rank of the job that
+/// `mlrun doctor --bandwidth` launches. 0: every value checked right; 1: wrong values or an
+/// error; 2: usage or a backend it cannot measure.
+int allreduce_sweep_command(const std::vector<std::string>& args);
+
+}  // namespace mlrun
