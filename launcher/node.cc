@@ -288,6 +288,19 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     std::fflush(nullptr);
     std::_Exit(code);
   }
+  // No node leaves before every node is done with the rendezvous: the node that serves it
+  // (node 0, or the endpoint's owner) would otherwise take it down while another node still
+  // reports its result. Bounded, so a node that is gone holds nobody; an aborted job fails at
+  // once.
+  if (nnodes > 1 && node_rank >= 0) {
+    try {
+      control.set(fmt::format("mlrun/done/{}", node_rank), "1");
+      std::vector<std::string> done;
+      for (int n = 0; n < nnodes; ++n) done.push_back(fmt::format("mlrun/done/{}", n));
+      control.wait(done, std::chrono::seconds(10));
+    } catch (const std::exception&) {
+    }
+  }
   return code;
 }
 
