@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -106,6 +108,18 @@ struct RemoteAgents::State {
   LostCallback on_lost;
   std::atomic<bool> job_over{false};
   std::thread relay;
+  // Agents that exited by themselves, with an exit code, before the job was over. Such an agent
+  // has normally finished its part (its node settled the job, or it published an abort), and
+  // the head's watch settles an instant later; it is lost only if the job is still not over
+  // after kLostGrace (it died before reaching the rendezvous, and nobody else will know).
+  struct Exited {
+    std::chrono::steady_clock::time_point deadline;
+    int node_rank;
+    std::string host;
+    std::string why;
+  };
+  static constexpr std::chrono::seconds kLostGrace{5};
+  std::vector<Exited> exited;
 
   // Copies every agent's output to the terminal, whole lines at a time, and notices agents
   // that end. Runs until every agent has ended and its output is drained.
@@ -129,8 +143,20 @@ struct RemoteAgents::State {
           which.emplace_back(i, 2);
         }
       }
-      if (which.empty()) return;
-      if (poll(fds.data(), fds.size(), -1) < 0) continue;
+      // While an exited agent waits for the job's end, wake every 50 ms to look at job_over.
+      int timeout = exited.empty() ? -1 : 50;
+      if (job_over) exited.clear();
+      auto now = std::chrono::steady_clock::now();
+      for (auto it = exited.begin(); it != exited.end();) {
+        if (now < it->deadline) {
+          ++it;
+          continue;
+        }
+        if (on_lost) on_lost(it->node_rank, it->host, it->why);
+        it = exited.erase(it);
+      }
+      if (which.empty() && exited.empty()) return;
+      if (poll(fds.data(), fds.size(), timeout) < 0) continue;
       for (std::size_t k = 0; k < which.size(); ++k) {
         if (fds[k].revents == 0) continue;
         auto& a = agents[which[k].first];
@@ -144,7 +170,12 @@ struct RemoteAgents::State {
                               : !exit.signal.empty()
                                   ? fmt::format("its agent was killed by SIG{}", exit.signal)
                                   : fmt::format("its agent exited with code {}", exit.exit_code);
-            on_lost(a.node_rank, a.host, why);
+            if (exit.error.empty() && exit.signal.empty()) {
+              exited.push_back({std::chrono::steady_clock::now() + kLostGrace, a.node_rank, a.host,
+                                why});
+            } else {
+              on_lost(a.node_rank, a.host, why);
+            }
           }
           continue;
         }
