@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A node's agent SIGKILLed mid-job: every node stops, mlrun exits non-zero, and the summary names
+# the lost node and its host. The agent killed is the worker's parent (an agent's lifeline is a
+# fork with the same command line, "mlrun agent", and is not the one to kill).
+source "$(dirname "$0")/multinode_lib.sh"
+write_worker worker.sh '
+echo "$$ $PPID $(hostname)" >"$T/pid.$RANK"
+"$T/sleep" 1000 &
+wait'
+
+start_mlrun -H host1:2,host2:2,host3:2 "$T/worker.sh"
+wait_until 120 files_at_least "$T/pid.*" 6 || fail "the 6 workers did not start"
+wait_until 30 eval '[ "$(pgrep -fc -- "$T/sleep 1000")" -eq 6 ]' || fail "the workers' children did not start"
+# Node 1 is host2 (ranks 2 and 3): its agent is rank 2's parent.
+read -r wpid agent host <"$T/pid.2"
+[ "$host" = host2 ] || fail "rank 2 ran on $host"
+[ "$(tr '\0' ' ' <"/proc/$agent/cmdline")" = "$MLRUN agent " ] ||
+  fail "rank 2's parent is not an mlrun agent: $(tr '\0' ' ' <"/proc/$agent/cmdline")"
+[ "$(host_of_pid "$agent")" = host2 ] || fail "rank 2's agent lives on $(host_of_pid "$agent")"
+start=$(now_ms)
+kill -KILL "$agent"
+wait_mlrun 60
+took=$(($(now_ms) - start))
+expect_rc_nonzero
+expect_grep "$T/err" 'node 1'
+expect_grep "$T/err" 'host2'
+assert_no_job_left 15
+echo "ok: agent of node 1 killed; mlrun exited $RC after ${took} ms: $(grep -m1 -E 'node 1' "$T/err")"
