@@ -6,7 +6,7 @@ packages=(
   libboost-dev libssh-dev libspdlog-dev libfmt-dev libgloo-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev openssh-server openssh-client python3-torch
-  clang-14 libclang-rt-14-dev iproute2 procps psmisc time
+  clang-14 libclang-rt-14-dev iproute2 procps psmisc time nftables
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -73,7 +73,8 @@ case "$backend" in gloo | nccl) ;; *) fail "MLRUN_BACKEND='$backend', expected g
 for f in "$T"/env.*; do
   rank=$(value "$f" RANK)
   ef=$(value "$f" TORCHELASTIC_ERROR_FILE)
-  [[ "$ef" == /*/attempt_0/$rank/error.json ]] || fail "rank $rank: TORCHELASTIC_ERROR_FILE='$ef'"
+  # Without --log_dir: flat files in a private temporary directory (docs/launcher.md).
+  [[ "$ef" == /*/mlrun-*/error-0-$rank.json ]] || fail "rank $rank: TORCHELASTIC_ERROR_FILE='$ef'"
 done
 [ "$(for f in "$T"/env.*; do value "$f" TORCHELASTIC_ERROR_FILE; done | sort -u | wc -l)" -eq 4 ] ||
   fail "TORCHELASTIC_ERROR_FILE is not one per rank"
