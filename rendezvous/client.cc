@@ -422,7 +422,10 @@ Client Client::from_env() {
   }
   ClientOptions options;
   if (const char* job = std::getenv("MLRUN_JOB_ID")) options.job_id = job;
-  int generation = env_int("TORCHELASTIC_RESTART_COUNT");
+  // MLRUN_RDZV_ROUND (an elastic job's membership round) when set: it changes without a
+  // restart being spent, so TORCHELASTIC_RESTART_COUNT alone would repeat a generation.
+  int generation = env_int("MLRUN_RDZV_ROUND");
+  if (generation < 0) generation = env_int("TORCHELASTIC_RESTART_COUNT");
   options.generation = generation < 0 ? 0 : generation;
   // Read every variable before connecting, so a bad one is reported without a connection.
   int rank = env_int("RANK"), world = env_int("WORLD_SIZE"), local = env_int("LOCAL_RANK"),
@@ -661,6 +664,61 @@ NodeAssignment Client::join_node(int nnodes, int local_world_size, int node_rank
   impl_->local_world_size = local_world_size;
   impl_->world_size = a.world_size;
   return a;
+}
+
+ElasticAssignment Client::join_elastic(std::string_view group, const ElasticJoinOptions& o) {
+  std::string name(group);
+  impl_->check_key("join_elastic", name);
+  if (o.min_nodes < 1 || o.max_nodes < o.min_nodes ||
+      static_cast<std::uint32_t>(o.max_nodes) > kMaxGroupSize || o.local_world_size < 1 ||
+      static_cast<std::uint32_t>(o.local_world_size) > kMaxJoinWeight || o.member.empty() ||
+      o.member.size() > kMaxMemberBytes || o.preferred_rank < -1 ||
+      o.preferred_rank >= o.max_nodes) {
+    throw Error("join_elastic", name, impl_->endpoint,
+                fmt::format("bad arguments: nodes {}:{}, local world size {}, member of {} bytes, "
+                            "preferred rank {}",
+                            o.min_nodes, o.max_nodes, o.local_world_size, o.member.size(),
+                            o.preferred_rank));
+  }
+  ElasticJoin request{name,
+                      o.member,
+                      static_cast<std::uint32_t>(o.min_nodes),
+                      static_cast<std::uint32_t>(o.max_nodes),
+                      o.preferred_rank,
+                      static_cast<std::uint32_t>(o.local_world_size),
+                      to_wire_ms(o.last_call),
+                      to_wire_ms(o.heartbeat_timeout),
+                      to_wire_ms(o.timeout)};
+  auto reply = impl_->call_for<ElasticJoinReply>("join_elastic", name, std::move(request),
+                                                 Impl::blocking(o.timeout));
+  if (reply.total > static_cast<std::uint64_t>(std::numeric_limits<int>::max()) ||
+      reply.round > static_cast<std::uint32_t>(std::numeric_limits<int>::max())) {
+    throw ProtocolError("join_elastic", name, impl_->endpoint, "a count does not fit an int");
+  }
+  ElasticAssignment a;
+  a.round = static_cast<int>(reply.round);
+  a.node = NodeAssignment{static_cast<int>(reply.index), static_cast<int>(reply.size),
+                          static_cast<int>(reply.offset), static_cast<int>(reply.total)};
+  std::size_t start = 0;
+  while (start < reply.members.size()) {
+    std::size_t end = reply.members.find('\n', start);
+    if (end == std::string::npos) end = reply.members.size();
+    a.members.push_back(reply.members.substr(start, end - start));
+    start = end + 1;
+  }
+  impl_->node_rank = a.node.node_rank;
+  impl_->local_world_size = o.local_world_size;
+  impl_->world_size = a.node.world_size;
+  return a;
+}
+
+void Client::heartbeat(std::string_view group, std::string_view member) {
+  impl_->check_key("heartbeat", group);
+  if (member.empty() || member.size() > kMaxMemberBytes) {
+    throw Error("heartbeat", printable(group), impl_->endpoint, "bad member id");
+  }
+  impl_->call_for<EmptyReply>(
+      "heartbeat", group, MemberHeartbeat{std::string(group), std::string(member)}, impl_->quick());
 }
 
 void Client::close() noexcept {

@@ -155,6 +155,21 @@ void write_body(Writer&, const Heartbeat&) {}
 void write_body(Writer& w, const Abort& r) {
   w.str(r.reason);
 }
+void write_body(Writer& w, const ElasticJoin& r) {
+  w.str(r.group);
+  w.str(r.member);
+  w.u32(r.min_size);
+  w.u32(r.max_size);
+  w.i32(r.index);
+  w.u32(r.weight);
+  w.u32(r.last_call_ms);
+  w.u32(r.heartbeat_timeout_ms);
+  w.u32(r.timeout_ms);
+}
+void write_body(Writer& w, const MemberHeartbeat& r) {
+  w.str(r.group);
+  w.str(r.member);
+}
 
 constexpr std::string_view kKeyTooLong = "key longer than kMaxKeyBytes";
 
@@ -226,6 +241,36 @@ bool read_body(Reader&, Heartbeat&) {
 bool read_body(Reader& r, Abort& out) {
   return r.str(out.reason, kMaxMessageBytes, "abort reason longer than kMaxMessageBytes");
 }
+bool read_body(Reader& r, ElasticJoin& out) {
+  if (!r.str(out.group, kMaxKeyBytes, "group name longer than kMaxKeyBytes") ||
+      !r.str(out.member, kMaxMemberBytes, "member id longer than kMaxMemberBytes") ||
+      !r.u32(out.min_size) || !r.u32(out.max_size) || !r.i32(out.index) || !r.u32(out.weight) ||
+      !r.u32(out.last_call_ms) || !r.u32(out.heartbeat_timeout_ms) || !r.u32(out.timeout_ms)) {
+    return false;
+  }
+  if (out.min_size == 0 || out.max_size > kMaxGroupSize) {
+    return r.fail(Status::kLimitExceeded, "elastic join min is 0 or max above kMaxGroupSize");
+  }
+  if (out.min_size > out.max_size) {
+    return r.fail(Status::kInvalidArgument, "elastic join min above max");
+  }
+  if (out.member.empty()) return r.fail(Status::kInvalidArgument, "empty member id");
+  if (out.weight > kMaxJoinWeight) {
+    return r.fail(Status::kLimitExceeded, "join weight above kMaxJoinWeight");
+  }
+  if (out.index < -1 || (out.index >= 0 && static_cast<std::uint32_t>(out.index) >= out.max_size)) {
+    return r.fail(Status::kInvalidArgument, "elastic join index outside [-1, max)");
+  }
+  return true;
+}
+bool read_body(Reader& r, MemberHeartbeat& out) {
+  if (!r.str(out.group, kMaxKeyBytes, "group name longer than kMaxKeyBytes") ||
+      !r.str(out.member, kMaxMemberBytes, "member id longer than kMaxMemberBytes")) {
+    return false;
+  }
+  if (out.member.empty()) return r.fail(Status::kInvalidArgument, "empty member id");
+  return true;
+}
 
 template <typename T>
 bool parse_as(std::span<const std::uint8_t> payload, Request& out, Status* error,
@@ -244,7 +289,8 @@ bool parse_as(std::span<const std::uint8_t> payload, Request& out, Status* error
 }  // namespace
 
 bool is_known_op(std::uint8_t op) {
-  return op >= static_cast<std::uint8_t>(Op::kHello) && op <= static_cast<std::uint8_t>(Op::kAbort);
+  return op >= static_cast<std::uint8_t>(Op::kHello) &&
+         op <= static_cast<std::uint8_t>(Op::kMemberHeartbeat);
 }
 
 std::string_view op_name(Op op) {
@@ -271,6 +317,10 @@ std::string_view op_name(Op op) {
       return "heartbeat";
     case Op::kAbort:
       return "abort";
+    case Op::kElasticJoin:
+      return "elastic_join";
+    case Op::kMemberHeartbeat:
+      return "member_heartbeat";
   }
   return "unknown";
 }
@@ -362,9 +412,10 @@ DecodeResult decode_frame(std::span<const std::uint8_t> bytes, Header& header,
 }
 
 Op op_of(const Request& request) {
-  static constexpr Op kOps[] = {Op::kHello,   Op::kJoin,       Op::kSet,  Op::kGet,
-                                Op::kAdd,     Op::kCompareSet, Op::kWait, Op::kDelete,
-                                Op::kBarrier, Op::kHeartbeat,  Op::kAbort};
+  static constexpr Op kOps[] = {
+      Op::kHello,          Op::kJoin,   Op::kSet,     Op::kGet,       Op::kAdd,   Op::kCompareSet,
+      Op::kWait,           Op::kDelete, Op::kBarrier, Op::kHeartbeat, Op::kAbort, Op::kElasticJoin,
+      Op::kMemberHeartbeat};
   static_assert(std::variant_size_v<Request> == std::size(kOps));
   return kOps[request.index()];
 }
@@ -400,6 +451,10 @@ bool parse_request(std::uint8_t op, std::span<const std::uint8_t> payload, Reque
       return parse_as<Heartbeat>(payload, out, error, what);
     case Op::kAbort:
       return parse_as<Abort>(payload, out, error, what);
+    case Op::kElasticJoin:
+      return parse_as<ElasticJoin>(payload, out, error, what);
+    case Op::kMemberHeartbeat:
+      return parse_as<MemberHeartbeat>(payload, out, error, what);
   }
   *error = Status::kBadFrame;
   *what = "unknown op";
@@ -423,6 +478,16 @@ std::string encode_reply(Op op, std::uint32_t id, const JoinReply& body) {
   w.u32(body.size);
   w.u64(body.offset);
   w.u64(body.total);
+  return frame(reply_op(op), Status::kOk, id, w.take());
+}
+std::string encode_reply(Op op, std::uint32_t id, const ElasticJoinReply& body) {
+  Writer w;
+  w.u32(body.round);
+  w.u32(body.index);
+  w.u32(body.size);
+  w.u64(body.offset);
+  w.u64(body.total);
+  w.str(body.members);
   return frame(reply_op(op), Status::kOk, id, w.take());
 }
 std::string encode_reply(Op op, std::uint32_t id, const ValueReply& body) {
@@ -462,6 +527,12 @@ bool parse_reply(std::span<const std::uint8_t> payload, HelloReply& out) {
 bool parse_reply(std::span<const std::uint8_t> payload, JoinReply& out) {
   Reader r(payload);
   return r.u32(out.index) && r.u32(out.size) && r.u64(out.offset) && r.u64(out.total) && r.end() &&
+         out.index < out.size;
+}
+bool parse_reply(std::span<const std::uint8_t> payload, ElasticJoinReply& out) {
+  Reader r(payload);
+  return r.u32(out.round) && r.u32(out.index) && r.u32(out.size) && r.u64(out.offset) &&
+         r.u64(out.total) && r.str(out.members, kMaxValueBytes, "") && r.end() &&
          out.index < out.size;
 }
 bool parse_reply(std::span<const std::uint8_t> payload, ValueReply& out) {

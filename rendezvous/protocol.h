@@ -42,6 +42,8 @@ inline constexpr std::size_t kMaxMessageBytes = 4096;
 inline constexpr std::uint32_t kMaxGroupSize = 1u << 20;
 /// Weight of one join member (a node's local world size).
 inline constexpr std::uint32_t kMaxJoinWeight = 1u << 16;
+/// A member's identity in an elastic group (elastic_join, member_heartbeat).
+inline constexpr std::size_t kMaxMemberBytes = 256;
 
 enum class Op : std::uint8_t {
   kHello = 1,
@@ -55,6 +57,9 @@ enum class Op : std::uint8_t {
   kBarrier = 9,
   kHeartbeat = 10,
   kAbort = 11,
+  // Added in protocol 1.1 (the version byte stays 1; a 1.0 server answers them "unknown op").
+  kElasticJoin = 12,
+  kMemberHeartbeat = 13,
 };
 /// True for the request ops above.
 bool is_known_op(std::uint8_t op);
@@ -152,9 +157,26 @@ struct Heartbeat {};
 struct Abort {
   std::string reason;
 };
+/// Join the next membership round of elastic group `group` as `member` (docs/protocol.md).
+struct ElasticJoin {
+  std::string group;
+  std::string member;
+  std::uint32_t min_size = 1;
+  std::uint32_t max_size = 1;
+  std::int32_t index = -1;  ///< Preferred index, -1: none.
+  std::uint32_t weight = 1;
+  std::uint32_t last_call_ms = 0;
+  std::uint32_t heartbeat_timeout_ms = 0;  ///< 0: members are never timed out.
+  std::uint32_t timeout_ms = 0;
+};
+/// `member` of elastic group `group` is alive; the connection becomes its lifeline.
+struct MemberHeartbeat {
+  std::string group;
+  std::string member;
+};
 
-using Request =
-    std::variant<Hello, Join, Set, Get, Add, CompareSet, Wait, Delete, Barrier, Heartbeat, Abort>;
+using Request = std::variant<Hello, Join, Set, Get, Add, CompareSet, Wait, Delete, Barrier,
+                             Heartbeat, Abort, ElasticJoin, MemberHeartbeat>;
 
 Op op_of(const Request& request);
 
@@ -177,6 +199,14 @@ struct JoinReply {
   std::uint64_t offset = 0;  ///< Sum of the weights of lower indices (a node's first rank).
   std::uint64_t total = 0;   ///< Sum of all weights (the world size).
 };
+struct ElasticJoinReply {
+  std::uint32_t round = 0;  ///< The round's number: 0, 1, ... for the group's whole life.
+  std::uint32_t index = 0;
+  std::uint32_t size = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t total = 0;
+  std::string members;  ///< Member ids in index order, one per line.
+};
 struct ValueReply {
   std::string value;
 };
@@ -195,6 +225,7 @@ struct EmptyReply {};
 /// A reply frame with status kOk. `body` is one of the reply structs.
 std::string encode_reply(Op op, std::uint32_t request_id, const HelloReply& body);
 std::string encode_reply(Op op, std::uint32_t request_id, const JoinReply& body);
+std::string encode_reply(Op op, std::uint32_t request_id, const ElasticJoinReply& body);
 std::string encode_reply(Op op, std::uint32_t request_id, const ValueReply& body);
 std::string encode_reply(Op op, std::uint32_t request_id, const AddReply& body);
 std::string encode_reply(Op op, std::uint32_t request_id, const CompareSetReply& body);
@@ -208,6 +239,7 @@ std::string encode_error(std::uint8_t op, std::uint32_t request_id, Status statu
 /// Parse reply payloads (status kOk). Return false on a malformed payload.
 bool parse_reply(std::span<const std::uint8_t> payload, HelloReply& out);
 bool parse_reply(std::span<const std::uint8_t> payload, JoinReply& out);
+bool parse_reply(std::span<const std::uint8_t> payload, ElasticJoinReply& out);
 bool parse_reply(std::span<const std::uint8_t> payload, ValueReply& out);
 bool parse_reply(std::span<const std::uint8_t> payload, AddReply& out);
 bool parse_reply(std::span<const std::uint8_t> payload, CompareSetReply& out);

@@ -235,7 +235,8 @@ TEST(Protocol, MalformedPayloadsAreBadFrames) {
   EXPECT_EQ(parse_status(0, ""), Status::kBadFrame);   // op 0
   EXPECT_EQ(parse_status(99, ""), Status::kBadFrame);  // unknown op
   EXPECT_FALSE(is_known_op(0));
-  EXPECT_FALSE(is_known_op(12));
+  EXPECT_FALSE(is_known_op(14));
+  EXPECT_TRUE(is_known_op(static_cast<std::uint8_t>(Op::kMemberHeartbeat)));
   EXPECT_TRUE(is_known_op(static_cast<std::uint8_t>(Op::kAbort)));
 }
 

@@ -150,6 +150,33 @@ struct NodeAssignment {
   int world_size = 0;   ///< Sum of every node's local world size.
 };
 
+/// An elastic node-level join (Client::join_elastic): a membership round of between
+/// min_nodes and max_nodes nodes.
+struct ElasticJoinOptions {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int local_world_size = 1;
+  /// This node's identity across rounds (e.g. "host#random"); it keeps its node rank while it
+  /// stays.
+  std::string member{};
+  /// A node rank to prefer in the first round it joins; -1: none.
+  int preferred_rank = -1;
+  /// After min_nodes have joined the first round, wait this long for more (torchrun's
+  /// last_call_timeout).
+  std::chrono::milliseconds last_call = std::chrono::seconds(30);
+  /// A member of a running round not heard from for this long is lost (0: never).
+  std::chrono::milliseconds heartbeat_timeout = std::chrono::seconds(30);
+  /// Bound of the whole join.
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+};
+
+/// Where a node landed in an elastic round.
+struct ElasticAssignment {
+  int round = 0;  ///< The round's number, unique for the group's life: use it as generation.
+  NodeAssignment node;
+  std::vector<std::string> members;  ///< Member ids in node-rank order.
+};
+
 /// One connection to a rendezvous server. Not thread-safe: use one Client per thread (they
 /// are cheap). Every blocking call is bounded; errors are the types above.
 class MLRUN_RDZV_EXPORT Client {
@@ -226,6 +253,16 @@ class MLRUN_RDZV_EXPORT Client {
   NodeAssignment join_node(int nnodes, int local_world_size, int node_rank = -1);
   NodeAssignment join_node(int nnodes, int local_world_size, int node_rank,
                            std::chrono::milliseconds timeout);
+
+  /// For a node agent of an elastic job: joins the next membership round of `group`. Blocks
+  /// until the round closes (max_nodes joined, or at least min_nodes and the last call passed,
+  /// or every member of the previous round still alive is back). docs/protocol.md, "Elastic
+  /// groups". Sets node_rank(), local_world_size() and world_size().
+  ElasticAssignment join_elastic(std::string_view group, const ElasticJoinOptions& options);
+  /// Tells the server that `member` of elastic `group` is alive; this connection becomes the
+  /// member's lifeline (its close loses the member). Throws Error (conflict) once the member
+  /// was declared lost, AbortedError once the job is aborted.
+  void heartbeat(std::string_view group, std::string_view member);
 
   /// Closes the connection; later calls throw ConnectionError.
   void close() noexcept;
