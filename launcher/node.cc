@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <future>
+#include <random>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <mlrun/rendezvous.hpp>
 #include <nlohmann/json.hpp>
 
@@ -73,7 +77,129 @@ Verdict settle_attempt(rdzv::Client& c, int g, int nnodes) {
   return {};
 }
 
+// Elastic jobs: the server's membership rounds of this group (docs/protocol.md). The server
+// writes `mlrun/elastic/nodes/R/change` when a node joins or is lost while round R runs.
+constexpr std::string_view kElasticGroup = "mlrun/elastic/nodes";
+
+std::string change_key(int round) {
+  return fmt::format("{}/{}/change", kElasticGroup, round);
+}
+
+// "host#1a2b3c4d": this node's identity across rounds, new for every mlrun process.
+std::string make_member_id(const std::string& host) {
+  std::random_device rd;
+  return fmt::format("{}#{:08x}", host.empty() ? host_name() : host, rd());
+}
+
+// "node 1 (host2#ab) lost: why; last heard from at 12:00:03 (31.0 s ago)", one per lost node.
+std::string describe_lost(const json& change) {
+  std::string out;
+  for (const auto& l : change.value("lost", json::array())) {
+    out += fmt::format("{}node {} ({}) lost: {}; last heard from at {} ({:.1f} s ago)",
+                       out.empty() ? "" : "; ", l.value("node", -1), l.value("member", "?"),
+                       l.value("why", "?"), l.value("last_heard", "?"), l.value("silent_s", 0.0));
+  }
+  return out;
+}
+
+std::string describe_change(const json& change) {
+  std::string out = describe_lost(change);
+  for (const auto& j : change.value("joined", json::array())) {
+    out += fmt::format("{}{} is waiting to join", out.empty() ? "" : "; ", j.get<std::string>());
+  }
+  return out;
+}
+
+// The verdict on an elastic round: success, a membership change (no restart spent), or a
+// failure. Every node computes the same one from the same keys.
+struct ElasticVerdict {
+  Verdict verdict;
+  bool change = false;
+  std::string change_text;
+};
+
+ElasticVerdict settle_round(rdzv::Client& c, int g, int nnodes) {
+  ElasticVerdict v;
+  bool all_ok = true;
+  std::optional<int> first_code;
+  for (int n = 0; n < nnodes; ++n) {
+    json result = json::parse(get_eventually(c, key(g, fmt::format("result/{}", n))));
+    if (result.value("lost", false)) continue;  // A lost node's result was filled in for it.
+    if (!result.at("ok").get<bool>()) {
+      all_ok = false;
+      if (!first_code) first_code = result.at("code").get<int>();
+    }
+  }
+  // Every node still here finished its workers: the job is done, whoever was lost or waits.
+  if (all_ok) return v;
+  auto failed = c.try_get(key(g, "failed"));
+  auto changed = c.try_get(key(g, "changed"));
+  bool lost = false;
+  json change;
+  if (changed) {
+    change = json::parse(*changed, nullptr, false);
+    lost = change.is_object() && !change.value("lost", json::array()).empty();
+  }
+  v.verdict.failed = true;
+  v.verdict.code = failed ? record_code(*failed) : first_code.value_or(1);
+  if (failed) v.verdict.record = *failed;
+  // A membership change stops every node without spending a restart; so does a failure in a
+  // round that lost a node (its peers' errors are the loss's).
+  if (changed && (lost || !failed)) {
+    v.change = true;
+    v.change_text = change.is_object() ? describe_change(change) : *changed;
+  }
+  return v;
+}
+
 }  // namespace
+
+std::vector<std::string> parse_rdzv_conf(const std::string& text, RdzvConf& conf) {
+  std::vector<std::string> errors;
+  std::size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) {
+      if (end >= text.size()) break;
+      continue;
+    }
+    auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      errors.push_back(fmt::format("--rdzv_conf: '{}' is not key=value", item));
+      continue;
+    }
+    std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    std::chrono::milliseconds* target = name == "join_timeout"         ? &conf.join_timeout
+                                        : name == "last_call_timeout"  ? &conf.last_call
+                                        : name == "heartbeat_interval" ? &conf.heartbeat_interval
+                                        : name == "heartbeat_timeout"  ? &conf.heartbeat_timeout
+                                                                       : nullptr;
+    if (target == nullptr) continue;  // torchrun's other keys: accepted, not used.
+    double seconds = -1;
+    try {
+      std::size_t used = 0;
+      seconds = std::stod(value, &used);
+      if (used != value.size()) seconds = -1;
+    } catch (const std::exception&) {
+    }
+    bool zero_ok = name == "last_call_timeout";
+    if (!(seconds > 0 || (zero_ok && seconds == 0)) || seconds > 4e6) {
+      errors.push_back(fmt::format("--rdzv_conf {}={}: not a number of seconds{}", name, value,
+                                   zero_ok ? " (0 or more)" : " above 0"));
+      continue;
+    }
+    *target = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+  }
+  if (errors.empty() && conf.heartbeat_timeout <= conf.heartbeat_interval) {
+    errors.push_back(fmt::format(
+        "--rdzv_conf: heartbeat_timeout ({} ms) must be longer than heartbeat_interval ({} ms)",
+        conf.heartbeat_timeout.count(), conf.heartbeat_interval.count()));
+  }
+  return errors;
+}
 
 int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd) {
   rdzv::ClientOptions client_options;
@@ -82,6 +208,19 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   // The loop's own connection: only quick requests (set, compare-and-set, abort), so the loop
   // never blocks on the rendezvous; everything that waits runs on the coordinator's thread.
   rdzv::Client control = rdzv::Client::connect(job.endpoint, job.token, client_options);
+  // Elastic: this node's identity, and the heartbeats that keep it in the rounds. They go on a
+  // connection of their own whose every request is bounded by heartbeat_timeout (a cut link
+  // must not stall the loop longer than it takes the others to give up on this node); that
+  // connection is the node's lifeline on the server: its close loses the node at once.
+  const bool elastic = job.elastic();
+  const std::string member = elastic ? make_member_id(job.host) : std::string();
+  std::optional<rdzv::Client> beat;
+  if (elastic) {
+    rdzv::ClientOptions beat_options = client_options;
+    beat_options.timeout = job.heartbeat_timeout;
+    beat.emplace(rdzv::Client::connect(job.endpoint, job.token, beat_options));
+    beat->heartbeat(kElasticGroup, member);
+  }
 
   boost::asio::io_context io;
   auto spawner = make_posix_spawner();
@@ -92,6 +231,14 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   int nnodes = job.nnodes;
   bool aborting = false;
   std::string abort_message;
+  // Elastic, on the loop: the round whose change key is watched, whether this node's result
+  // of it is out (after that, the verdict decides), whether its change was acted on, lost
+  // nodes whose results were filled in, and whether this node lost the rendezvous itself.
+  int active_round = -1;
+  bool result_written = false;
+  bool change_handled = false;
+  std::set<int> lost_filled;
+  bool lost_here = false;
 
   auto publish_abort = [&](const std::string& reason) {
     try {
@@ -134,6 +281,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   callbacks.on_attempt_ended = [&](const AttemptResult& r, const auto&) {
     int code = r.first_failure ? exit_code_from_status(r.workers[*r.first_failure].wait_status)
                                : (r.failed() ? 1 : 0);
+    result_written = true;
     try {
       control.set(key(attempt, fmt::format("result/{}", node_rank)),
                   json{{"ok", !r.failed()}, {"code", code}}.dump());
@@ -144,6 +292,10 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   };
   // The verdict's record, set on the loop before settle() so that on_attempt_end can print it.
   Verdict verdict;
+  // Elastic: what the verdict means for the next round, and the restarts spent so far.
+  ElasticVerdict elastic_verdict;
+  bool final_round = false;
+  int restarts_spent = 0;
   callbacks.on_attempt_end = [&](const AttemptResult& r, bool restarting,
                                  const std::vector<std::deque<std::string>>& tails) {
     if (!job.print_summary) return;
@@ -158,7 +310,21 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     } else if (!verdict.record.empty() && verdict.failed) {
       summary = format_record_summary(verdict.record);
     }
-    if (!aborting && restarting) {
+    if (elastic) {
+      // The supervisor restarts after every settle; the verdict says what that means.
+      if (aborting || !restarting || final_round) {
+        fmt::print(stderr, "{}", summary);
+      } else if (elastic_verdict.change) {
+        fmt::print(stderr,
+                   "{}mlrun: membership changed in round {} ({}): every node re-rendezvouses; no "
+                   "restart spent ({} of {} restarts used)\n",
+                   summary, r.attempt, elastic_verdict.change_text, restarts_spent,
+                   job.max_restarts);
+      } else {
+        fmt::print(stderr, "{}mlrun: restarting every node's workers ({} of {} restarts)\n",
+                   summary, restarts_spent, job.max_restarts);
+      }
+    } else if (!aborting && restarting) {
       fmt::print(stderr, "{}mlrun: restarting every node's workers ({} of {} restarts)\n", summary,
                  r.attempt + 1, job.max_restarts);
     } else {
@@ -166,7 +332,9 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     }
   };
 
-  SupervisorConfig config{job.max_restarts, job.grace, /*settled_elsewhere=*/true};
+  // Elastic: rounds are not restarts; the coordinator counts restarts and ends the job itself.
+  SupervisorConfig config{elastic ? INT_MAX : job.max_restarts, job.grace,
+                          /*settled_elsewhere=*/true};
   Agent agent(io, *spawner, lifeline, nullptr, config, callbacks);
 
   auto abort_here = [&agent, &aborting, &abort_message](std::string message, int code) {
@@ -180,8 +348,114 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   // The coordinator: joins each attempt, waits for its end or a failure anywhere, and settles
   // it with every node's result. Only this thread blocks on the rendezvous.
   std::promise<void> coordinator_done;
+  // Builds this node's workers of attempt g (restart_count: TORCHELASTIC_RESTART_COUNT).
+  auto make_specs = [&](rdzv::Client& c, int g, const rdzv::NodeAssignment& a, int restart_count) {
+    std::string master;
+    if (a.node_rank == 0) {
+      std::string addr = job.master_addr;
+      if (addr.empty()) {
+        std::string host;
+        int port;
+        split_endpoint(job.endpoint, host, port);
+        addr = local_address_toward(host);
+      }
+      master = fmt::format("{}:{}", addr, job.master_port != 0 ? job.master_port : free_tcp_port());
+      c.set(key(g, "master"), master);
+    } else {
+      master = c.get(key(g, "master"), job.join_timeout);
+    }
+    GroupEnv env = job.env;
+    env.node_rank = a.node_rank;
+    env.nnodes = a.nnodes;
+    env.rank_offset = a.rank_offset;
+    env.local_world_size = job.nproc;
+    env.world_size = a.world_size;
+    auto colon = master.rfind(':');
+    env.master_addr = master.substr(0, colon);
+    env.master_port = std::stoi(master.substr(colon + 1));
+    env.restart_count = restart_count;
+    env.rdzv_endpoint = job.endpoint;
+    env.rdzv_token = job.token;
+    // The round scopes the rendezvous client's keys (Client::from_env), so a round that is not
+    // a restart still never sees an earlier round's barriers, NCCL IDs or GlooStore keys.
+    if (elastic) env.overrides.emplace_back("MLRUN_RDZV_ROUND", std::to_string(g));
+    std::vector<WorkerSpec> specs;
+    for (int lr = 0; lr < job.nproc; ++lr) {
+      int rank = a.rank_offset + lr;
+      specs.push_back(WorkerSpec{
+          rank, lr,
+          SpawnRequest{
+              job.argv, worker_environment(base, env, lr, hooks.error_file(g, rank)), {}}});
+    }
+    return specs;
+  };
+
+  // The elastic coordinator: each round is joined through the server's membership rounds; its
+  // number is the attempt (g) that scopes every key. A failure spends a restart; a membership
+  // change (a node joined or was lost) does not.
+  auto run_elastic = [&] {
+    int spent = 0;  // Restarts spent: this thread's count (the loop's copy is restarts_spent).
+    for (;;) {
+      rdzv::Client c = rdzv::Client::connect(job.endpoint, job.token, client_options);
+      rdzv::ElasticJoinOptions eo;
+      eo.min_nodes = job.nnodes_min;
+      eo.max_nodes = job.nnodes;
+      eo.local_world_size = job.nproc;
+      eo.member = member;
+      eo.preferred_rank = job.node_rank;
+      eo.last_call = job.last_call;
+      eo.heartbeat_timeout = job.heartbeat_timeout;
+      eo.timeout = job.join_timeout;
+      rdzv::ElasticAssignment ea = c.join_elastic(kElasticGroup, eo);
+      const int g = ea.round;
+      const rdzv::NodeAssignment a = ea.node;
+      std::vector<WorkerSpec> specs = make_specs(c, g, a, spent);
+      std::string round_note = fmt::format(
+          "mlrun: round {}: {} node{} ({}), world size {}; this node ({}) is node {}, "
+          "{} of {} restarts used\n",
+          g, a.nnodes, a.nnodes == 1 ? "" : "s", fmt::join(ea.members, ", "), a.world_size, member,
+          a.node_rank, spent, job.max_restarts);
+      agent.post([&, g, a, round_note, specs = std::move(specs)](Supervisor& s) mutable {
+        if (job.print_summary) fmt::print(stderr, "{}", round_note);
+        attempt = g;
+        node_rank = a.node_rank;
+        nnodes = a.nnodes;
+        active_round = g;
+        result_written = false;
+        change_handled = false;
+        lost_filled.clear();
+        s.begin_attempt(g, std::move(specs));
+      });
+      std::string note = get_eventually(c, key(g, fmt::format("notify/{}", a.node_rank)));
+      if (note == "fail") {
+        int code = record_code(c.get(key(g, "failed")));
+        agent.post([code](Supervisor& s) { s.on_remote_failure(code); });
+      } else if (note == "change") {
+        agent.post([](Supervisor& s) { s.on_remote_failure(1); });
+      }
+      ElasticVerdict v = settle_round(c, g, a.nnodes);
+      bool final_failure = v.verdict.failed && !v.change && spent >= job.max_restarts;
+      if (v.verdict.failed && !v.change && !final_failure) ++spent;
+      agent.post([&, v, final_failure, spent](Supervisor& s) {
+        verdict = v.verdict;
+        elastic_verdict = v;
+        final_round = !v.verdict.failed || final_failure;
+        restarts_spent = spent;
+        s.settle(v.verdict.failed, v.verdict.code);
+        // The supervisor would restart (rounds are not its restarts): end the job here.
+        if (final_failure && !s.finished()) s.abort(v.verdict.code);
+      });
+      if (!v.verdict.failed || final_failure) break;
+    }
+  };
+
   std::thread coordinator([&] {
     try {
+      if (elastic) {
+        run_elastic();
+        coordinator_done.set_value();
+        return;
+      }
       for (int g = 0;; ++g) {
         rdzv::ClientOptions options = client_options;
         options.generation = g;
@@ -268,13 +542,77 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     watch_lifeline();
   }
 
+  // Elastic: every tick, a heartbeat when one is due and a look at the running round's change
+  // key (quick requests only). A change stops every node's workers for a new round, unless it
+  // leaves fewer than the minimum, which ends the job.
+  boost::asio::steady_timer tick(io);
+  auto last_beat = std::chrono::steady_clock::now();
+  const auto tick_every =
+      std::min<std::chrono::milliseconds>(job.heartbeat_interval, std::chrono::milliseconds(1000));
+  auto check_change = [&] {
+    const int g = active_round;
+    auto text = control.try_get(change_key(g));
+    if (!text) return;
+    json change = json::parse(*text, nullptr, false);
+    if (!change.is_object()) return;
+    // A lost node reports nothing: its result is filled in, so that every node can settle.
+    for (const auto& l : change.value("lost", json::array())) {
+      int n = l.value("node", -1);
+      if (n < 0 || !lost_filled.insert(n).second) continue;
+      control.compare_set(key(g, fmt::format("result/{}", n)), "",
+                          json{{"ok", false}, {"code", 1}, {"lost", true}}.dump());
+    }
+    // Once this node's result is out, the verdict decides (every node the same way).
+    if (change_handled || result_written) return;
+    change_handled = true;
+    int alive = change.value("alive", 0);
+    if (!change.value("lost", json::array()).empty() && alive < job.nnodes_min) {
+      publish_abort(fmt::format("{}; {} node{} left, fewer than the minimum of --nnodes={}:{}",
+                                describe_lost(change), alive, alive == 1 ? "" : "s", job.nnodes_min,
+                                job.nnodes));
+      return;
+    }
+    if (control.compare_set(key(g, "changed"), "", *text) != *text) return;
+    for (int n = 0; n < nnodes; ++n) {
+      control.compare_set(key(g, fmt::format("notify/{}", n)), "", "change");
+    }
+  };
+  std::function<void()> arm_tick = [&] {
+    tick.expires_after(tick_every);
+    tick.async_wait([&](const boost::system::error_code& ec) {
+      if (ec || lost_here) return;
+      try {
+        auto now = std::chrono::steady_clock::now();
+        if (now - last_beat >= job.heartbeat_interval) {
+          last_beat = now;
+          beat->heartbeat(kElasticGroup, member);
+        }
+      } catch (const rdzv::AbortedError&) {
+        // The coordinator wakes with the abort too and ends this node.
+      } catch (const rdzv::Error& e) {
+        lost_here = true;
+        abort_here(fmt::format("this node lost the rendezvous at {}: {}", job.endpoint, e.what()),
+                   1);
+        return;
+      }
+      try {
+        if (active_round >= 0) check_change();
+      } catch (const rdzv::Error&) {
+        // The heartbeat or the coordinator reports a lost server.
+      }
+      arm_tick();
+    });
+  };
+  if (elastic) arm_tick();
+
   int code = agent.run();
+  tick.cancel();
   if (!aborting && code >= 128) {
     // A signal reached this launcher: tell every node.
     publish_abort(fmt::format("interrupted: {} on node {} ({})",
                               code == 130 ? "SIGINT" : fmt::format("signal {}", code - 128),
                               node_rank, job.host));
-  } else if (aborting && abort_message.rfind("job aborted:", 0) != 0) {
+  } else if (aborting && !lost_here && abort_message.rfind("job aborted:", 0) != 0) {
     // This node gave up (its rendezvous failed, or its head is gone): tell every node.
     publish_abort(fmt::format("node {} ({}): {}", node_rank, job.host, abort_message));
   }

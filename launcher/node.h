@@ -36,7 +36,27 @@ struct NodeJob {
   /// leave that to the head.
   bool print_summary = true;
   std::string host;  ///< This node's name, for summaries.
+  /// Elastic jobs (--nnodes=MIN:MAX, docs/multinode.md "Elastic jobs"): nnodes_min < nnodes.
+  /// 0 or nnodes: a fixed-size job, which has no rounds, last call or heartbeats.
+  int nnodes_min = 0;
+  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
+  bool elastic() const { return nnodes_min > 0 && nnodes_min < nnodes; }
 };
+
+/// torchrun's --rdzv_conf "key=value,key=value": join_timeout (default 600 s),
+/// last_call_timeout (30 s), heartbeat_interval (5 s), heartbeat_timeout (30 s), in seconds.
+/// torchrun's other keys (read_timeout, close_timeout, is_host, timeout, ...) are accepted and
+/// ignored.
+struct RdzvConf {
+  std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
+};
+/// Parses text into conf; returns the errors (empty when it is fine).
+std::vector<std::string> parse_rdzv_conf(const std::string& text, RdzvConf& conf);
 
 struct NodeHooks {
   std::function<WorkerRoutes(int attempt, const WorkerSpec&)> routes;

@@ -12,6 +12,7 @@
 
 #include "launcher/command.h"
 #include "launcher/doctor.h"
+#include "launcher/node.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
 
@@ -52,10 +53,14 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
           "--rdzv_endpoint are for starting nodes one by one");
     }
   }
-  if (o.nnodes_min != o.nnodes_max) {
-    errors.push_back(fmt::format("--nnodes={}:{}: elastic jobs are not supported yet", o.nnodes_min,
-                                 o.nnodes_max));
+  if (o.nnodes_min != o.nnodes_max && on_hosts(o)) {
+    errors.push_back(fmt::format(
+        "--nnodes={}:{}: elastic jobs are for nodes started one by one (torchrun style), not "
+        "--hostfile/-H",
+        o.nnodes_min, o.nnodes_max));
   }
+  RdzvConf rdzv_conf;
+  for (auto& e : parse_rdzv_conf(o.rdzv_conf, rdzv_conf)) errors.push_back(std::move(e));
   try {
     plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
   } catch (const std::exception& e) {

@@ -327,6 +327,13 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   job.nproc = plan.nproc;
   job.master_addr = plan.master_addr;
   job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
+  RdzvConf conf;
+  parse_rdzv_conf(o.rdzv_conf, conf);  // Checked by plan_launch.
+  job.join_timeout = conf.join_timeout;
+  job.nnodes_min = o.nnodes_min;
+  job.last_call = conf.last_call;
+  job.heartbeat_interval = conf.heartbeat_interval;
+  job.heartbeat_timeout = conf.heartbeat_timeout;
   return run_this_node(o, plan, job, lifeline, -1);
 }
 
