@@ -1,11 +1,19 @@
 # `mlrun doctor --bandwidth` (launcher/bandwidth.{h,cc}), included at the end of
-# launcher/CMakeLists.txt. With Gloo (rendezvous/CMakeLists.txt builds mlrun_rendezvous_gloo where
-# libgloo-dev is installed) the sweep is compiled in (MLRUN_HAVE_GLOO_SWEEP); without it
-# `doctor --bandwidth` says that this mlrun was built without Gloo.
+# launcher/CMakeLists.txt. The launcher gets the pure parts (options, table, verdict); each rank
+# of the sweep runs mlrun-allreduce-sweep, built where Gloo is (rendezvous/CMakeLists.txt makes
+# mlrun_rendezvous_gloo where libgloo-dev is installed) and placed next to mlrun. Without it,
+# `doctor --bandwidth` says this mlrun was built without Gloo.
 target_sources(mlrun_launcher PRIVATE ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc)
 if(TARGET mlrun_rendezvous_gloo)
-  target_link_libraries(mlrun_launcher PUBLIC mlrun_rendezvous_gloo)
-  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc PROPERTIES
-    COMPILE_DEFINITIONS MLRUN_HAVE_GLOO_SWEEP)
+  add_executable(mlrun_allreduce_sweep ${CMAKE_CURRENT_LIST_DIR}/bandwidth_main.cc
+                                       ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc)
+  target_compile_definitions(mlrun_allreduce_sweep PRIVATE MLRUN_HAVE_GLOO_SWEEP)
+  target_include_directories(mlrun_allreduce_sweep PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(mlrun_allreduce_sweep
+    PRIVATE mlrun_rendezvous_gloo fmt::fmt nlohmann_json::nlohmann_json)
+  set_target_properties(mlrun_allreduce_sweep PROPERTIES
+    OUTPUT_NAME mlrun-allreduce-sweep RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
+  install(TARGETS mlrun_allreduce_sweep RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  add_dependencies(mlrun mlrun_allreduce_sweep)
 endif()
 target_sources(mlrun_unit_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/bandwidth_test.cc)

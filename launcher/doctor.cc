@@ -898,7 +898,17 @@ int bandwidth_command(const DoctorOptions& o) {
   argv.insert(argv.end(), {"--backend", o.backend});
   if (o.iface != "auto") argv.insert(argv.end(), {"--iface", o.iface});
   if (!o.master_addr.empty()) argv.insert(argv.end(), {"--master_addr", o.master_addr});
-  argv.insert(argv.end(), {"--no_python", self, "doctor", "--allreduce-sweep"});
+  // Each rank runs the sweep program installed next to mlrun (it alone loads Gloo).
+  std::string sweep =
+      (std::filesystem::path(self).parent_path() / "mlrun-allreduce-sweep").string();
+  if (access(sweep.c_str(), X_OK) != 0) {
+    fmt::print(stderr,
+               "mlrun: error: doctor --bandwidth: {} not found: this mlrun was built without Gloo "
+               "(Debian: libgloo-dev)\n",
+               sweep);
+    return 2;
+  }
+  argv.insert(argv.end(), {"--no_python", sweep});
   for (auto& f : sweep_flags(o.sweep)) argv.push_back(f);
   std::vector<std::string> shown;
   for (const auto& a : argv) {
