@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 
 #include <mlrun/rendezvous.hpp>
 
+#include "launcher/plan.h"
 #include "worker/net.h"
 
 namespace mlrun {
@@ -86,18 +86,6 @@ RdzvOptions parse(const std::vector<std::string>& args, std::vector<std::string>
     errors.push_back("--token-file and --new-token-file exclude each other");
   }
   return o;
-}
-
-std::string random_hex(std::size_t bytes) {
-  std::string raw(bytes, '\0');
-  std::size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);
-  }
-  std::string out;
-  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
-  return out;
 }
 
 // The token from its one source; an empty result means an error was recorded.
