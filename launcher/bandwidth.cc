@@ -1,4 +1,5 @@
 #include "launcher/bandwidth.h"
+#include "launcher/options.h"
 
 #include <unistd.h>
 
@@ -72,18 +73,10 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
 
 bool parse_sweep_flag(const std::vector<std::string>& args, std::size_t& i, SweepOptions& o,
                       std::vector<std::string>& errors) {
-  std::string arg = args[i];
-  std::string value;
-  bool has_value = false;
-  if (arg.rfind("--", 0) == 0) {
-    auto eq = arg.find('=');
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    std::replace(arg.begin() + 2, arg.end(), '-', '_');
-  }
+  FlagToken token = split_flag(args[i]);
+  std::string arg = token.name;
+  std::string value = token.value;
+  bool has_value = token.has_value;
   static const std::map<std::string, std::string> names = {{"-b", "-b"},
                                                            {"--minbytes", "-b"},
                                                            {"-e", "-e"},

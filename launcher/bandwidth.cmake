@@ -6,7 +6,8 @@
 target_sources(mlrun_launcher PRIVATE ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc)
 if(TARGET mlrun_rendezvous_gloo)
   add_executable(mlrun_allreduce_sweep ${CMAKE_CURRENT_LIST_DIR}/bandwidth_main.cc
-                                       ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc)
+                                       ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc
+                                       ${CMAKE_CURRENT_LIST_DIR}/options.cc)
   target_compile_definitions(mlrun_allreduce_sweep PRIVATE MLRUN_HAVE_GLOO_SWEEP)
   target_include_directories(mlrun_allreduce_sweep PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(mlrun_allreduce_sweep

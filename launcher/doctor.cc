@@ -375,18 +375,10 @@ DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
   auto& o = r.options;
   bool sweep_flags_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    std::string value;
-    bool has_value = false;
-    if (arg.rfind("--", 0) == 0) {
-      auto eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        has_value = true;
-      }
-      std::replace(arg.begin() + 2, arg.end(), '-', '_');
-    }
+    FlagToken token = split_flag(args[i]);
+    std::string arg = token.name;
+    std::string value = token.value;
+    bool has_value = token.has_value;
     auto take = [&](const char* flag) -> bool {
       if (has_value) return true;
       if (i + 1 < args.size()) {

@@ -252,6 +252,17 @@ std::string canonical(std::string_view name) {
 
 }  // namespace
 
+FlagToken split_flag(const std::string& arg) {
+  FlagToken t;
+  auto eq = arg.rfind("--", 0) == 0 || arg.rfind("-", 0) == 0 ? arg.find('=') : std::string::npos;
+  t.name = canonical(arg.substr(0, eq));
+  if (eq != std::string::npos) {
+    t.value = arg.substr(eq + 1);
+    t.has_value = true;
+  }
+  return t;
+}
+
 int StreamSpec::for_local_rank(int local_rank) const {
   for (const auto& [r, mask] : per_rank) {
     if (r == local_rank) return mask;
@@ -270,8 +281,8 @@ ParseResult parse_options(const std::vector<std::string>& args) {
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') break;  // The program.
-    auto eq = arg.find('=');
-    std::string name = canonical(arg.substr(0, eq));
+    FlagToken token = split_flag(arg);
+    const std::string& name = token.name;
     const OptionSpec* spec = find_spec(name);
     if (spec == nullptr) {
       result.errors.push_back({fmt::format("unknown option '{}' (see mlrun --help)", arg)});
@@ -279,15 +290,15 @@ ParseResult parse_options(const std::vector<std::string>& args) {
     }
     std::string value;
     if (spec->takes_value) {
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
+      if (token.has_value) {
+        value = token.value;
       } else if (i + 1 < args.size()) {
         value = args[++i];
       } else {
         result.errors.push_back({fmt::format("option '{}' needs a value", name)});
         continue;
       }
-    } else if (eq != std::string::npos) {
+    } else if (token.has_value) {
       result.errors.push_back({fmt::format("option '{}' takes no value", name)});
       continue;
     }

@@ -78,6 +78,15 @@ struct ParseResult {
   std::vector<OptionError> errors;
 };
 
+/// One command-line token as every mlrun parser reads it: "--a-b=v" gives name "--a_b" (torchrun's
+/// two spellings are one), value "v" and has_value; "-x" or "--flag" alone give no value.
+struct FlagToken {
+  std::string name;
+  std::string value;
+  bool has_value = false;
+};
+FlagToken split_flag(const std::string& arg);
+
 /// Parses argv (without argv[0]). Options stop at the program name or after "--".
 ParseResult parse_options(const std::vector<std::string>& args);
 
