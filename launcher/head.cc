@@ -1,9 +1,11 @@
 #include "launcher/head.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -120,6 +122,17 @@ struct RemoteAgents::State {
   };
   static constexpr std::chrono::seconds kLostGrace{5};
   std::vector<Exited> exited;
+  // over() writes here, so a relay waiting out an exited agent's grace wakes at the job's end.
+  int wake_r = -1;
+  int wake_w = -1;
+
+  void over() {
+    job_over = true;
+    char c = 0;
+    if (wake_w >= 0) {
+      [[maybe_unused]] ssize_t n = ::write(wake_w, &c, 1);
+    }
+  }
 
   // Copies every agent's output to the terminal, whole lines at a time, and notices agents
   // that end. Runs until every agent has ended and its output is drained.
@@ -143,12 +156,14 @@ struct RemoteAgents::State {
           which.emplace_back(i, 2);
         }
       }
-      // While an exited agent waits for the job's end, wake every 50 ms to look at job_over.
-      int timeout = exited.empty() ? -1 : 50;
+      // An exited agent waits for the job's end (over() wakes the poll) or its deadline.
       if (job_over) exited.clear();
       auto now = std::chrono::steady_clock::now();
+      int timeout = -1;
       for (auto it = exited.begin(); it != exited.end();) {
         if (now < it->deadline) {
+          auto left = std::chrono::ceil<std::chrono::milliseconds>(it->deadline - now).count();
+          timeout = timeout < 0 ? static_cast<int>(left) : std::min(timeout, static_cast<int>(left));
           ++it;
           continue;
         }
@@ -156,11 +171,21 @@ struct RemoteAgents::State {
         it = exited.erase(it);
       }
       if (which.empty() && exited.empty()) return;
+      if (!exited.empty()) {
+        fds.push_back({wake_r, POLLIN, 0});
+        which.emplace_back(0, 3);
+      }
       if (poll(fds.data(), fds.size(), timeout) < 0) continue;
       for (std::size_t k = 0; k < which.size(); ++k) {
         if (fds[k].revents == 0) continue;
-        auto& a = agents[which[k].first];
         int kind = which[k].second;
+        if (kind == 3) {
+          char c;
+          while (::read(wake_r, &c, 1) > 0) {
+          }
+          continue;
+        }
+        auto& a = agents[which[k].first];
         if (kind == 2) {
           a.ended = true;
           RemoteExit exit = a.command.wait();
@@ -249,12 +274,17 @@ void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
         std::make_unique<StreamOutput>(StreamRoute{STDERR_FILENO, "", -1, false}, 0)});
   }
   state_->sessions.clear();
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) == 0) {
+    state_->wake_r = wake[0];
+    state_->wake_w = wake[1];
+  }
   State* raw = state_.get();
   state_->relay = std::thread([raw] { raw->relay_loop(); });
 }
 
 void RemoteAgents::finish(std::chrono::milliseconds bound) {
-  state_->job_over = true;
+  state_->over();
   if (!state_->relay.joinable()) return;
   auto deadline = std::chrono::steady_clock::now() + bound;
   for (auto& a : state_->agents) {
@@ -268,10 +298,13 @@ void RemoteAgents::finish(std::chrono::milliseconds bound) {
 }
 
 RemoteAgents::~RemoteAgents() {
-  state_->job_over = true;
+  state_->over();
   for (auto& a : state_->agents) a.command.stop();
   // The relay ends once every agent has ended and its pipes are drained; stop() ends them.
   if (state_->relay.joinable()) state_->relay.join();
+  for (int fd : {state_->wake_r, state_->wake_w}) {
+    if (fd >= 0) ::close(fd);
+  }
 }
 
 }  // namespace mlrun
