@@ -613,7 +613,8 @@ HostReport probe_local_host(const DoctorOptions& o) {
     h.iface = {o.iface, fmt::format("{}: chosen with --iface", o.iface), {}};
   }
   h.backend = choose_backend(o.backend, h.gpus.visible, h.nccl);
-  h.variables = doctor_variables(h.backend.name, network_variables(h.iface.name, h.infiniband),
+  h.variables = doctor_variables(h.backend.name,
+                                 network_variables(h.iface.name, h.infiniband, h.iface.subnet),
                                  Environment::current().entries());
   return h;
 }

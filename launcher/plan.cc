@@ -36,7 +36,6 @@ void error(std::string_view message) {
   fmt::print(stderr, "mlrun: error: {}\n", message);
 }
 
-
 bool on_hosts(const Options& o) {
   return !o.hostfile.empty() || !o.hosts.empty();
 }
@@ -108,7 +107,8 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   for (const auto& e : errors) error(e);
   if (!errors.empty()) return false;
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
-  plan.network_defaults = network_variables(plan.iface.name, has_infiniband_device());
+  plan.network_defaults =
+      network_variables(plan.iface.name, has_infiniband_device(), plan.iface.subnet);
   // Every node runs as many workers as this one when the nodes are launched one by one; the
   // real world size comes from the rendezvous.
   plan.world_size = plan.nproc * o.nnodes_max;

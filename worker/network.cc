@@ -184,6 +184,16 @@ InterfaceChoice choose_interface(const std::vector<NetInterface>& interfaces,
     return choice;
   }
   choice.name = chosen->name;
+  for (const auto& a : chosen->addresses) {
+    if (a.family != AF_INET) continue;
+    unsigned char net[4];
+    for (int i = 0; i < 4; ++i) {
+      int bits = std::clamp(a.prefix_len - 8 * i, 0, 8);
+      net[i] = a.bytes[i] & static_cast<unsigned char>(bits == 0 ? 0 : 0xff << (8 - bits));
+    }
+    choice.subnet = fmt::format("{}.{}.{}.{}/{}", net[0], net[1], net[2], net[3], a.prefix_len);
+    break;
+  }
   for (const auto* other : normal) {
     if (other != chosen && chosen->speed_mbps > 0 && other->speed_mbps >= 2 * chosen->speed_mbps) {
       choice.warning = fmt::format(
@@ -197,13 +207,15 @@ InterfaceChoice choose_interface(const std::vector<NetInterface>& interfaces,
 }
 
 std::vector<std::pair<std::string, std::string>> network_variables(const std::string& iface,
-                                                                   bool has_infiniband) {
+                                                                   bool has_infiniband,
+                                                                   const std::string& subnet) {
   std::vector<std::pair<std::string, std::string>> vars;
   if (!iface.empty()) {
     vars.emplace_back("NCCL_SOCKET_IFNAME", iface);
     vars.emplace_back("GLOO_SOCKET_IFNAME", iface);
-    vars.emplace_back("OMPI_MCA_btl_tcp_if_include", iface);
-    vars.emplace_back("OMPI_MCA_oob_tcp_if_include", iface);
+    const std::string& ompi = subnet.empty() ? iface : subnet;
+    vars.emplace_back("OMPI_MCA_btl_tcp_if_include", ompi);
+    vars.emplace_back("OMPI_MCA_oob_tcp_if_include", ompi);
   }
   if (!has_infiniband) vars.emplace_back("NCCL_IB_DISABLE", "1");
   return vars;

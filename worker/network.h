@@ -34,6 +34,8 @@ struct InterfaceChoice {
   std::string name;     ///< Empty: nothing usable.
   std::string reason;   ///< One line: why this one.
   std::string warning;  ///< Non-empty when a faster interface is left unused.
+  /// The chosen interface's IPv4 network, "10.77.0.0/24"; empty when it has none.
+  std::string subnet;
 };
 
 /// Picks the interface: InfiniBand first; then, among interfaces that are up, have an address
@@ -49,9 +51,12 @@ bool is_excluded_interface_name(const std::string& name);
 /// The network variables of every backend (NCCL, Gloo, Open MPI) for interface iface; all are
 /// set whatever the backend, since a NCCL job still bootstraps PyTorch's Gloo groups and an MPI
 /// program may use either. has_infiniband says whether an InfiniBand device exists
-/// (NCCL_IB_DISABLE=1 where none does). They are defaults: a value the user set wins.
+/// (NCCL_IB_DISABLE=1 where none does). Open MPI's take subnet (CIDR) when given: its values
+/// travel with -x to every host, where interface names may differ but the network is the same.
+/// They are defaults: a value the user set wins.
 std::vector<std::pair<std::string, std::string>> network_variables(const std::string& iface,
-                                                                   bool has_infiniband);
+                                                                   bool has_infiniband,
+                                                                   const std::string& subnet = "");
 
 /// Whether this node has an InfiniBand device (/sys/class/infiniband).
 bool has_infiniband_device();

@@ -87,6 +87,16 @@ TEST(NetworkVariables, EveryBackendAndIbDisabledWithoutInfiniband) {
                                                            {"NCCL_IB_DISABLE", "1"}};
   EXPECT_EQ(v, want);
   EXPECT_EQ(network_variables("ib0", true).size(), 4u);
+  auto with_subnet = network_variables("eth1", false, "10.77.0.0/24");
+  EXPECT_EQ(with_subnet[2],
+            (std::pair<std::string, std::string>{"OMPI_MCA_btl_tcp_if_include", "10.77.0.0/24"}));
+}
+
+TEST(ChooseInterface, GivesTheChosenInterfacesSubnet) {
+  auto c = choose_interface({iface("eth1", "10.77.0.12/24")}, "10.77.0.1");
+  EXPECT_EQ(c.subnet, "10.77.0.0/24");
+  c = choose_interface({iface("eth1", "172.20.5.9/20")}, "");
+  EXPECT_EQ(c.subnet, "172.20.0.0/20");
 }
 
 TEST(ListInterfaces, FindsLoopback) {
