@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Issue 4's launch floor on the namespace cluster: for 3 and 8 hosts (2 slots each), the median
-# wall time of
+# Issue 4's launch benchmark on the namespace cluster: for 3 and 8 hosts (2 slots each), the
+# median wall time of running `hostname` on every slot with
 #   floor    bench/ssh_floor: libssh, every host at once, one exec running `hostname` per slot
+#   mlrun    mlrun --hostfile FILE hostname (the rendezvous, an agent per host over libssh,
+#            2 workers per agent, output relayed): the tool under test
+#   mpirun   mpirun --hostfile (Open MPI over ssh), `hostname` on every slot, when installed
 #   openssh  one OpenSSH client per host, in parallel, same command
-#   mpirun   mpirun --hostfile (Open MPI over ssh), `hostname` on every slot
 #   wrapper  launcher/ssh.h's connect_all + RemoteCommand (tests/cluster/ssh_probe), when
 #            MLRUN_SSH_PROBE names that binary
-#   mlrun    mlrun --hostfile ... hostname, when MLRUN is set to a multi-host capable binary
 #
 #   bench/ssh_floor.sh SSH_FLOOR_BINARY [REPEATS]      (root; brings the cluster up and down)
+#   MLRUN=path/to/mlrun (default: mlrun on PATH)  SIZES="3 8" (default)
 #
-# Prints one line per tool and size: "N hosts  TOOL  median X.XXX s  (min .. max)".
+# The tools take turns within each repeat (floor, mlrun, mpirun, ...; then again), so a change
+# in the machine's load falls on all of them alike. Each mlrun run must print exactly one
+# hostname per slot and nothing on stderr (libssh's log must never reach the terminal; the
+# remote login shell's pyenv noise is let through).
+# Prints one line per tool and size, "N hosts  TOOL  median X.XXX s  (min .. max)", then a
+# table of mlrun's ratios to the floor and to mpirun.
 #
 # Every tool is given the hosts' addresses, not the host1.. aliases: those live only in the
 # cluster's ssh config, and mpirun also resolves hostfile names itself, which here sometimes
@@ -18,19 +25,29 @@
 set -euo pipefail
 floor_bin=${1:?usage: ssh_floor.sh SSH_FLOOR_BINARY [REPEATS]}
 repeats=${2:-7}
+sizes=${SIZES:-3 8}
 here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/../tests/cluster/cluster.sh
-trap '"$cluster" down >/dev/null' EXIT
+MLRUN=${MLRUN:-$(command -v mlrun || true)}
+[ -n "$MLRUN" ] && [ -x "$MLRUN" ] ||
+  { echo "ssh_floor.sh: set MLRUN to the mlrun binary (e.g. build/launcher/mlrun)" >&2; exit 2; }
+results=$(mktemp -d "${TMPDIR:-/tmp}/ssh-floor.XXXXXX")
+trap '"$cluster" down >/dev/null; rm -rf "$results"' EXIT
 
-median() { sort -n | awk '{a[NR]=$1} END {printf "median %.3f s  (%.3f .. %.3f)", a[int((NR+1)/2)], a[1], a[NR]}'; }
+median_of() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
+summary_of() {
+  sort -n "$1" | awk '{a[NR]=$1} END {printf "median %.3f s  (%.3f .. %.3f)", a[int((NR+1)/2)], a[1], a[NR]}'
+}
 
-# time_it CMD...: prints the wall seconds of one run; fails if the command fails.
+# time_it NAME CMD...: appends the wall seconds of one run to $results/NAME.$n; fails (with the
+# command's stderr) if the command fails.
 time_it() {
-  local t0 t1
+  local name=$1 t0 t1
+  shift
   t0=$(date +%s%N)
-  "$@" >/dev/null 2>"$state/last.err" || { cat "$state/last.err" >&2; return 1; }
+  "$@" >"$state/last.out" 2>"$state/last.err" || { cat "$state/last.err" >&2; return 1; }
   t1=$(date +%s%N)
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", (b - a) / 1e9 }'
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", (b - a) / 1e9 }' >>"$results/$name.$n"
 }
 
 openssh_parallel() {
@@ -42,7 +59,26 @@ openssh_parallel() {
   for p in "${pids[@]}"; do wait "$p"; done
 }
 
-for n in 3 8; do
+shell_noise='^(pyenv: |rm: cannot remove .*/\.pyenv/)'
+
+# mlrun must have run a worker on every slot (one hostname per slot, host1 twice, ...) and said
+# nothing on stderr.
+check_mlrun_output() {
+  local want got
+  want=$(for ((i = 1; i <= n; i++)); do echo "host$i"; echo "host$i"; done | sort)
+  got=$(sed -E 's/^\[[0-9]+\] //' "$state/last.out" | sort)
+  [ "$got" = "$want" ] || { echo "mlrun printed:" >&2; cat "$state/last.out" >&2; return 1; }
+  # The remote login shell's own noise (root's .bashrc runs `pyenv init` here, which now and
+  # then fails to rehash when several shells start at once) is not mlrun's.
+  if grep -vE "$shell_noise" "$state/last.err" | grep -q .; then
+    echo "mlrun wrote to stderr:" >&2
+    cat "$state/last.err" >&2
+    return 1
+  fi
+}
+
+tools=()
+for n in $sizes; do
   "$cluster" up "$n" >/dev/null
   eval "$("$cluster" env)"
   state=$MLRUN_CLUSTER_DIR
@@ -50,34 +86,49 @@ for n in 3 8; do
   : >"$hostfile"
   for ((i = 1; i <= n; i++)); do echo "10.77.0.$((10 + i)) slots=2" >>"$hostfile"; done
   hosts=$(seq -f '10.77.0.%g' 11 $((10 + n)))
+  # Warm the page cache and each sshd's first fork, for every tool.
   # shellcheck disable=SC2086
-  "$floor_bin" $hosts >/dev/null  # warm the page cache and sshd's first fork
-
-  # shellcheck disable=SC2086
-  for ((r = 0; r < repeats; r++)); do time_it "$floor_bin" --slots 2 $hosts; done |
-    median | sed "s/^/$n hosts  floor    /"
-  echo
-  for ((r = 0; r < repeats; r++)); do time_it openssh_parallel; done |
-    median | sed "s/^/$n hosts  openssh  /"
-  echo
-  if [ -n "${MLRUN_SSH_PROBE:-}" ]; then
+  "$floor_bin" $hosts >/dev/null
+  (cd /tmp && "$MLRUN" --hostfile "$hostfile" hostname >/dev/null)
+  for ((r = 0; r < repeats; r++)); do
     # shellcheck disable=SC2086
-    for ((r = 0; r < repeats; r++)); do
-      time_it "$MLRUN_SSH_PROBE" run 'hostname & hostname & wait' $hosts </dev/null
-    done | median | sed "s/^/$n hosts  wrapper  /"
-    echo
-  fi
-  if command -v mpirun >/dev/null; then
-    for ((r = 0; r < repeats; r++)); do
-      time_it mpirun --allow-run-as-root --hostfile "$hostfile" -np $((2 * n)) \
+    time_it floor "$floor_bin" --slots 2 $hosts
+    time_it mlrun "$MLRUN" --hostfile "$hostfile" hostname
+    check_mlrun_output
+    if command -v mpirun >/dev/null; then
+      time_it mpirun mpirun --allow-run-as-root --hostfile "$hostfile" -np $((2 * n)) \
         --mca plm_rsh_agent "ssh -F $MLRUN_CLUSTER_SSH_CONFIG" \
         --mca oob_tcp_if_include 10.77.0.0/24 hostname
-    done | median | sed "s/^/$n hosts  mpirun   /"
-    echo
-  fi
-  if [ -n "${MLRUN:-}" ]; then
-    for ((r = 0; r < repeats; r++)); do time_it "$MLRUN" --hostfile "$hostfile" hostname; done |
-      median | sed "s/^/$n hosts  mlrun    /"
-    echo
-  fi
+    fi
+    time_it openssh openssh_parallel
+    if [ -n "${MLRUN_SSH_PROBE:-}" ]; then
+      # shellcheck disable=SC2086
+      time_it wrapper "$MLRUN_SSH_PROBE" run 'hostname & hostname & wait' $hosts </dev/null
+    fi
+  done
+  for tool in floor mlrun mpirun openssh wrapper; do
+    [ -s "$results/$tool.$n" ] || continue
+    printf '%s hosts  %-8s %s\n' "$n" "$tool" "$(summary_of "$results/$tool.$n")"
+  done
+  echo
 done
+
+# mlrun against the floor and mpirun, and how each grows from the first size to the last.
+printf '%-6s %-9s %-9s %-9s %-13s %-13s\n' hosts floor mlrun mpirun mlrun/floor mlrun/mpirun
+for n in $sizes; do
+  f=$(median_of "$results/floor.$n")
+  m=$(median_of "$results/mlrun.$n")
+  p=$([ -s "$results/mpirun.$n" ] && median_of "$results/mpirun.$n" || echo -)
+  awk -v n="$n" -v f="$f" -v m="$m" -v p="$p" 'BEGIN {
+    printf "%-6s %-9s %-9s %-9s %-13s %-13s\n", n, f, m, p, sprintf("%.2fx", m / f),
+      (p == "-" ? "-" : sprintf("%.2fx", m / p)) }'
+done
+set -- $sizes
+if [ $# -ge 2 ]; then
+  first=$1
+  last=${!#}
+  awk -v a="$(median_of "$results/floor.$first")" -v b="$(median_of "$results/floor.$last")" \
+    -v c="$(median_of "$results/mlrun.$first")" -v d="$(median_of "$results/mlrun.$last")" \
+    -v x="$first" -v y="$last" 'BEGIN {
+      printf "growth %s -> %s hosts: floor +%.3f s, mlrun +%.3f s\n", x, y, b - a, d - c }'
+fi
