@@ -36,6 +36,8 @@ TEST(GlooStore, FourRanksConnectAndAllreduce) {
       gloo::AllreduceRing<int> allreduce(context, ptrs, static_cast<int>(data.size()));
       allreduce.run();
       results[rank] = data;
+      // No rank tears its pairs down while another may still be sending on them.
+      c.barrier("done");
     });
   }
   for (auto& t : ts) t.join();
