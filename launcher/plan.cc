@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -38,6 +39,22 @@ void error(std::string_view message) {
 
 bool on_hosts(const Options& o) {
   return !o.hostfile.empty() || !o.hosts.empty();
+}
+
+std::optional<std::string> choose_network(const Options& o, LaunchPlan& plan,
+                                          const std::string& toward) {
+  auto interfaces = list_interfaces();
+  if (o.iface == "auto") {
+    plan.iface = choose_interface(interfaces, toward);
+  } else if (std::none_of(interfaces.begin(), interfaces.end(),
+                          [&](const NetInterface& i) { return i.name == o.iface && i.up; })) {
+    return fmt::format("--iface={}: no such interface is up on {}", o.iface, host_name());
+  } else {
+    plan.iface = {o.iface, fmt::format("{}: chosen with --iface", o.iface), {}, {}};
+  }
+  plan.network_defaults =
+      network_variables(plan.iface.name, has_infiniband_device(), plan.iface.subnet);
+  return std::nullopt;
 }
 
 // Collects every user error of the command line (errors: the parser's) and of the environment,
@@ -93,22 +110,31 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
       errors.push_back(fmt::format("-x {}: no such variable in mlrun's environment", x));
     }
   }
-  plan.master_addr = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
-  auto interfaces = list_interfaces();
-  if (o.iface == "auto") {
-    plan.iface = choose_interface(interfaces, plan.master_addr);
-  } else if (std::none_of(interfaces.begin(), interfaces.end(),
-                          [&](const NetInterface& i) { return i.name == o.iface && i.up; })) {
-    errors.push_back(
-        fmt::format("--iface={}: no such interface is up on {}", o.iface, host_name()));
-  } else {
-    plan.iface = {o.iface, fmt::format("{}: chosen with --iface", o.iface), {}};
+  // Where the job's traffic goes, for the interface choice: the master, else the rendezvous
+  // endpoint's host (nodes joining by endpoint), else this host (one node).
+  std::string endpoint_host;
+  int endpoint_port = 0;
+  if (!o.rdzv_endpoint.empty()) split_endpoint(o.rdzv_endpoint, endpoint_host, endpoint_port);
+  plan.master_addr = !o.master_addr.empty()   ? o.master_addr
+                     : !endpoint_host.empty() ? endpoint_host
+                                              : "127.0.0.1";
+  std::string toward = plan.master_addr;
+  if (on_hosts(o) && o.master_addr.empty()) {
+    // From here to the other hosts: this host's address on the route to the first of them
+    // (a name only ~/.ssh/config knows is settled once SSH has connected: launch_on_hosts).
+    for (const auto& n : plan.hosts.nodes) {
+      if (n.local) continue;
+      try {
+        toward = local_address_toward(n.host.host);
+      } catch (const std::exception&) {
+      }
+      break;
+    }
   }
+  if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
   for (const auto& e : errors) error(e);
   if (!errors.empty()) return false;
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
-  plan.network_defaults =
-      network_variables(plan.iface.name, has_infiniband_device(), plan.iface.subnet);
   // Every node runs as many workers as this one when the nodes are launched one by one; the
   // real world size comes from the rendezvous.
   plan.world_size = plan.nproc * o.nnodes_max;

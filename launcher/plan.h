@@ -2,6 +2,7 @@
 // network, the hosts; every user error found on the way, reported together.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,6 +45,12 @@ bool on_hosts(const Options& o);
 /// Checks the command line (errors: the parser's) and this machine, fills plan, and reports
 /// every error together. Returns false when there was any.
 bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors);
+
+/// Chooses this node's interface for traffic toward `toward` (an address; the master's, or this
+/// host's own on the route to the other hosts) and sets plan.iface and plan.network_defaults.
+/// Returns a user error for an --iface that is not up here.
+std::optional<std::string> choose_network(const Options& o, LaunchPlan& plan,
+                                          const std::string& toward);
 
 /// The workers' environment that is the same on every node and in every attempt.
 GroupEnv env_template(const Options& o, const LaunchPlan& plan);

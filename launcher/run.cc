@@ -196,6 +196,8 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   // 2. The rendezvous, on every address; the nodes reach it at this host's address on their
   //    route here (the one their SSH connection came in on).
   std::string advertised = remote ? remote->local_address() : "127.0.0.1";
+  // This host's own workers talk to the others on the interface of that route.
+  if (remote && o.master_addr.empty()) choose_network(o, plan, advertised);
   std::string token = random_hex(16);
   std::optional<rendezvous::Server> server;
   try {
@@ -325,7 +327,9 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   job.nnodes = o.nnodes_max;
   job.node_rank = o.nnodes_max == 1 || o.rdzv_endpoint.empty() ? o.node_rank : -1;
   job.nproc = plan.nproc;
-  job.master_addr = plan.master_addr;
+  // One node: loopback unless told. Several: the user's --master_addr, else node 0's own
+  // address on its route to the rendezvous (whichever node that turns out to be).
+  job.master_addr = o.nnodes_max == 1 ? plan.master_addr : o.master_addr;
   job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
   RdzvConf conf;
   parse_rdzv_conf(o.rdzv_conf, conf);  // Checked by plan_launch.

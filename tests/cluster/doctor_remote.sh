@@ -52,7 +52,7 @@ expect_in "$text" "host host1 (over SSH; this host is 10.77.0.1 to it)
 host1=$(sed -n '/^host host1 /,/^host host2 /p' <<<"$text")
 for needle in "  GPUs        0 NVIDIA GPUs" "  NCCL        " "  Gloo        " "  Open MPI    " \
   "eth0" "10.77.0.11/24" "  Backend     gloo: " "  Interface   eth0" \
-  "GLOO_SOCKET_IFNAME=eth0" "NCCL_SOCKET_IFNAME=eth0" "OMPI_MCA_btl_tcp_if_include=eth0" \
+  "GLOO_SOCKET_IFNAME=eth0" "NCCL_SOCKET_IFNAME=eth0" "OMPI_MCA_btl_tcp_if_include=10.77.0.0/24" \
   "MLRUN_BACKEND=gloo"; do
   expect_in "$host1" "$needle" "host1's section"
 done

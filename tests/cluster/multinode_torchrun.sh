@@ -29,8 +29,10 @@ check_layout host1:2 host2:2 host3:2
 assert_no_job_left 15
 echo "ok: static torchrun-style launch on 3 hosts"
 
-# Dynamic: node ranks in join order.
+# Dynamic: node ranks in join order; MASTER_ADDR is node 0's own address, whichever host that is.
 rm -f "$T"/rank.* "$T"/node*.out
+write_worker layout.sh "$LAYOUT_LINE
+echo \"\$MASTER_ADDR\" >\"\$T/master.\$RANK\""
 port=$(free_port)
 job="mlrt-$RANDOM$RANDOM"
 pids=()
@@ -57,5 +59,9 @@ done
 hosts_seen=$(printf '%s\n' "${order[@]}" | sort | paste -sd' ')
 [ "$hosts_seen" = "host1:2 host2:2 host3:2" ] || fail "dynamic: node order ${order[*]}"
 check_layout "${order[@]}"
+first=${order[0]%%:*}
+want_master="10.77.0.$((10 + ${first#host}))"
+masters=$(cat "$T"/master.* | sort -u | paste -sd' ')
+[ "$masters" = "$want_master" ] || fail "dynamic: MASTER_ADDR '$masters', want node 0's $want_master"
 assert_no_job_left 15
 echo "ok: dynamic (c10d endpoint) launch on 3 hosts, join order ${order[*]}"
