@@ -134,6 +134,10 @@ void tune_socket(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  // Keepalive only probes an idle connection; bytes sent into a dead link would otherwise be
+  // retransmitted for many minutes. Either way the connection fails within this bound.
+  unsigned int user_timeout_ms = (idle + interval * count) * 1000;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
 int env_int(const char* name) {
