@@ -2,6 +2,8 @@
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 
+#include <netinet/tcp.h>
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -45,6 +47,12 @@ constexpr int kAcceptBurst = 512;
 
 enum class Held { kNone, kGet, kWait, kBarrier, kJoin, kElasticJoin };
 
+// TCP keepalive on every accepted connection: a peer silent this long is gone.
+constexpr int kKeepaliveIdleS = 10;
+constexpr int kKeepaliveIntervalS = 5;
+constexpr int kKeepaliveProbes = 3;
+constexpr int kPeerSilenceBoundS = kKeepaliveIdleS + kKeepaliveIntervalS * kKeepaliveProbes;
+
 struct Conn {
   Conn(asio::io_context& io, tcp::socket s) : socket(std::move(s)), deadline(io), wait_timer(io) {}
 
@@ -54,6 +62,9 @@ struct Conn {
   std::uint64_t deadline_seq = 0;
   std::string peer;
   bool authed = false;
+  // Set once a join completed for this connection: "index 2 of join group \"g\"". Such a
+  // connection timing out (keepalive) means a member of the job vanished.
+  std::string joined;
   bool closing = false;    // last reply queued; close once it is flushed
   bool closed = false;     // out of the registry, socket closed
   bool in_flight = false;  // a request read and not yet answered
@@ -242,6 +253,9 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void close_after_flush(const ConnPtr& c);
   void linger(const ConnPtr& c);
   void close(const ConnPtr& c);
+  // A member of a completed join whose connection timed out (its host died or its link was cut,
+  // so no FIN or RST came) is gone for good: abort the job, naming it.
+  void lost_if_silent(const ConnPtr& c, const error_code& ec);
 
   // Requests.
   void on_frame(const ConnPtr& c);
@@ -394,6 +408,17 @@ void ServerCore::Impl::adopt(tcp::socket socket) {
   auto c = std::make_shared<Conn>(io_, std::move(socket));
   error_code ec;
   c->socket.set_option(tcp::no_delay(true), ec);
+  // A peer that vanishes without a FIN or RST (a dead host, a cut link) fails its connection
+  // with ETIMEDOUT within kPeerSilenceBound: keepalive probes an idle connection, and the user
+  // timeout bounds replies sent into a dead link.
+  int fd = c->socket.native_handle();
+  int on = 1, idle = kKeepaliveIdleS, interval = kKeepaliveIntervalS, count = kKeepaliveProbes;
+  unsigned int user_timeout_ms = kPeerSilenceBoundS * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
   auto remote = c->socket.remote_endpoint(ec);
   c->peer = ec ? std::string("unknown peer") : endpoint_text(remote.address(), remote.port());
   conns_.emplace(c.get(), c);
@@ -423,6 +448,7 @@ void ServerCore::Impl::read_header(const ConnPtr& c) {
         if (c->closed || c->closing) return;
         if (ec) {
           // EOF or reset: the peer is gone; its held request goes with it.
+          self->lost_if_silent(c, ec);
           self->close(c);
           return;
         }
@@ -455,6 +481,7 @@ void ServerCore::Impl::read_payload(const ConnPtr& c) {
                    [self = shared_from_this(), c](error_code ec, std::size_t) {
                      if (c->closed || c->closing) return;
                      if (ec) {
+                       self->lost_if_silent(c, ec);
                        self->close(c);
                        return;
                      }
@@ -529,6 +556,12 @@ void ServerCore::Impl::linger(const ConnPtr& c) {
     }
   };
   c->socket.async_read_some(asio::buffer(*sink), Drain{shared_from_this(), c, sink});
+}
+
+void ServerCore::Impl::lost_if_silent(const ConnPtr& c, const error_code& ec) {
+  if (ec != asio::error::timed_out || c->joined.empty() || stopped_) return;
+  abort(fmt::format("{} ({}) lost: no answer within {} s (a dead host or a cut link)", c->joined,
+                    c->peer, kPeerSilenceBoundS));
 }
 
 void ServerCore::Impl::close(const ConnPtr& c) {
@@ -859,6 +892,7 @@ void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
       ++m->held_seq;
       m->wait_timer.cancel();
     }
+    m->joined = fmt::format("member {} of join group {}", i, quoted(r.group));
     JoinReply body{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(by_index.size()),
                    offset[i], total};
     reply(m, encode_reply(Op::kJoin, id, body));
