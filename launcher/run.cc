@@ -311,12 +311,20 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
     try {
       server.emplace(rendezvous::Server::start(
           rendezvous::ServerOptions{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id}));
+    } catch (const rendezvous::ConnectionError& e) {
+      // Joining by endpoint, several nodes may share the endpoint's host: the first to listen
+      // serves, the others join it (as torchrun's c10d does).
+      if (o.rdzv_endpoint.empty()) {
+        error(fmt::format("cannot serve the rendezvous on {}:{}: {}", rdzv.listen_host, rdzv.port,
+                          e.what()));
+        return 1;
+      }
     } catch (const std::exception& e) {
       error(fmt::format("cannot serve the rendezvous on {}:{}: {}", rdzv.listen_host, rdzv.port,
                         e.what()));
       return 1;
     }
-    if (rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
+    if (server && rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
   }
   // 5. Run this node's workers for every attempt: join, spawn, route output, stop everyone on
   //    the first failure anywhere, restart while restarts remain.

@@ -65,6 +65,7 @@ struct Conn {
   // Set once a join completed for this connection: "index 2 of join group \"g\"". Such a
   // connection timing out (keepalive) means a member of the job vanished.
   std::string joined;
+  bool clean_eof = false;  // the peer closed the connection (FIN), not a reset or a timeout
   bool closing = false;    // last reply queued; close once it is flushed
   bool closed = false;     // out of the registry, socket closed
   bool in_flight = false;  // a request read and not yet answered
@@ -278,7 +279,10 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   // Elastic groups.
   void maybe_close_round(const std::string& name);
   void close_round(const std::string& name, ElasticGroup& g);
-  void lose_member(const std::string& name, ElasticGroup& g, std::uint32_t index, std::string why);
+  // quiet: no log line (a member that closed its connection cleanly, as every node does when the
+  // job ends; the nodes report membership changes themselves).
+  void lose_member(const std::string& name, ElasticGroup& g, std::uint32_t index, std::string why,
+                   bool quiet = false);
   void publish_change(const std::string& name, ElasticGroup& g);
   void sweep();
   std::string elastic_wait_text(const std::string& name, const ElasticGroup& g) const;
@@ -449,6 +453,7 @@ void ServerCore::Impl::read_header(const ConnPtr& c) {
         if (ec) {
           // EOF or reset: the peer is gone; its held request goes with it.
           self->lost_if_silent(c, ec);
+          c->clean_eof = ec == asio::error::eof;
           self->close(c);
           return;
         }
@@ -482,6 +487,7 @@ void ServerCore::Impl::read_payload(const ConnPtr& c) {
                      if (c->closed || c->closing) return;
                      if (ec) {
                        self->lost_if_silent(c, ec);
+                       c->clean_eof = ec == asio::error::eof;
                        self->close(c);
                        return;
                      }
@@ -584,7 +590,7 @@ void ServerCore::Impl::close(const ConnPtr& c) {
     if (!g->second.running) return;
     for (std::uint32_t i = 0; i < g->second.seats.size(); ++i) {
       if (g->second.seats[i].member == member && g->second.seats[i].alive) {
-        lose_member(name, g->second, i, "its connection to the rendezvous closed");
+        lose_member(name, g->second, i, "its connection to the rendezvous closed", c->clean_eof);
         return;
       }
     }
@@ -1105,17 +1111,20 @@ void ServerCore::Impl::close_round(const std::string& name, ElasticGroup& g) {
 }
 
 void ServerCore::Impl::lose_member(const std::string& name, ElasticGroup& g, std::uint32_t index,
-                                   std::string why) {
+                                   std::string why, bool quiet) {
   ElasticSeat& seat = g.seats[index];
   seat.alive = false;
   const Heard& h = g.heard[seat.member];
   double silent = std::chrono::duration<double>(std::chrono::steady_clock::now() - h.at).count();
   g.lost.push_back(LostMember{index, seat.member, clock_text(h.wall), silent, why});
   g.lost_members[seat.member] = fmt::format("{}; last heard from at {}", why, clock_text(h.wall));
-  log(fmt::format(
-      "elastic group {}: member {} (index {} of round {}) lost: {}; last heard from at "
-      "{} ({:.1f} s ago)",
-      quoted(name), quoted(seat.member), index, g.next_round - 1, why, clock_text(h.wall), silent));
+  if (!quiet) {
+    log(fmt::format(
+        "elastic group {}: member {} (index {} of round {}) lost: {}; last heard from at "
+        "{} ({:.1f} s ago)",
+        quoted(name), quoted(seat.member), index, g.next_round - 1, why, clock_text(h.wall),
+        silent));
+  }
   // A lost member that also waits for the next round is out of it.
   std::vector<ConnPtr> refused;
   for (const auto& w : g.waiting) {

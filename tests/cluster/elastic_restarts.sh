@@ -8,7 +8,12 @@ source "$(dirname "$0")/elastic_lib.sh"
 ln -s "$MLRUN_ELASTIC_PROBE" "$T/probe"
 write_worker w.sh 'out=$("$T/probe") || { echo "$out"; exit 2; }
 echo "$out host=$(hostname)" >>"$T/probes"
-if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then echo "failing on purpose" >&2; exit 3; fi
+if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then
+  # Rank 0 records this attempt before the failure tears it down (bounded: 5 s).
+  for _ in $(seq 100); do grep -q "rank=0 round=$MLRUN_RDZV_ROUND " "$T/probes" && break; sleep 0.05; done
+  echo "failing on purpose" >&2
+  exit 3
+fi
 exit 0'
 start_node 1 1:2 --nproc_per_node=1 --max_restarts=2 "$T/w.sh"
 start_node 2 1:2 --nproc_per_node=1 --max_restarts=2 "$T/w.sh"
