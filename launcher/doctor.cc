@@ -1,4 +1,5 @@
 #include "launcher/doctor.h"
+#include "launcher/plan.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -699,18 +700,6 @@ Component component_from(const nlohmann::json& j) {
 
 std::string string_or_empty(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string self_path() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("mlrun") : p.string();
 }
 
 std::string random_token() {

@@ -462,41 +462,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
         rdzv::Client c = rdzv::Client::connect(job.endpoint, job.token, options);
         rdzv::NodeAssignment a =
             c.join_node(job.nnodes, job.nproc, job.node_rank, job.join_timeout);
-        std::string master;
-        if (a.node_rank == 0) {
-          std::string addr = job.master_addr;
-          if (addr.empty()) {
-            std::string host;
-            int port;
-            split_endpoint(job.endpoint, host, port);
-            addr = local_address_toward(host);
-          }
-          master =
-              fmt::format("{}:{}", addr, job.master_port != 0 ? job.master_port : free_tcp_port());
-          c.set(key(g, "master"), master);
-        } else {
-          master = c.get(key(g, "master"), job.join_timeout);
-        }
-        GroupEnv env = job.env;
-        env.node_rank = a.node_rank;
-        env.nnodes = a.nnodes;
-        env.rank_offset = a.rank_offset;
-        env.local_world_size = job.nproc;
-        env.world_size = a.world_size;
-        auto colon = master.rfind(':');
-        env.master_addr = master.substr(0, colon);
-        env.master_port = std::stoi(master.substr(colon + 1));
-        env.restart_count = g;
-        env.rdzv_endpoint = job.endpoint;
-        env.rdzv_token = job.token;
-        std::vector<WorkerSpec> specs;
-        for (int lr = 0; lr < job.nproc; ++lr) {
-          int rank = a.rank_offset + lr;
-          specs.push_back(WorkerSpec{
-              rank, lr,
-              SpawnRequest{
-                  job.argv, worker_environment(base, env, lr, hooks.error_file(g, rank)), {}}});
-        }
+        std::vector<WorkerSpec> specs = make_specs(c, g, a, g);
         agent.post([&, g, a, specs = std::move(specs)](Supervisor& s) mutable {
           attempt = g;
           node_rank = a.node_rank;

@@ -240,4 +240,16 @@ WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::str
   return r;
 }
 
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("mlrun") : p.string();
+}
+
 }  // namespace mlrun

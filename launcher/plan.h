@@ -36,6 +36,12 @@ struct LaunchPlan {
 /// Random bytes as lowercase hex (getrandom).
 std::string random_hex(std::size_t bytes);
 
+/// s quoted for a POSIX shell: 'it'\''s'.
+std::string shell_quote(const std::string& s);
+
+/// This program's own path (/proc/self/exe), or "mlrun" when it cannot be read.
+std::string self_path();
+
 /// Prints "mlrun: error: message" on stderr.
 void error(std::string_view message);
 

@@ -164,18 +164,6 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   }
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string self_path() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("mlrun") : p.string();
-}
-
 // The job on every host of --hostfile / -H, from here: the rendezvous is served here, this
 // host's workers (if it is listed) run in this process, every other host gets an agent over SSH.
 int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
