@@ -626,14 +626,22 @@ int Client::join(int world_size) {
 }
 
 int Client::join(int world_size, milliseconds timeout) {
+  return join(world_size, -1, timeout);
+}
+
+int Client::join(int world_size, int rank, milliseconds timeout) {
   std::string group = impl_->scoped("join", "trainer");
   if (world_size < 1 || static_cast<std::uint32_t>(world_size) > kMaxGroupSize) {
     throw Error("join", group, impl_->endpoint,
                 fmt::format("world size {} is outside [1, kMaxGroupSize]", world_size));
   }
+  if (rank < -1 || rank >= world_size) {
+    throw Error("join", group, impl_->endpoint,
+                fmt::format("rank {} is outside [0, {}) (or -1 for join order)", rank, world_size));
+  }
   auto reply = impl_->call_for<JoinReply>(
       "join", group,
-      Join{group, static_cast<std::uint32_t>(world_size), -1, 1, to_wire_ms(timeout)},
+      Join{group, static_cast<std::uint32_t>(world_size), rank, 1, to_wire_ms(timeout)},
       Impl::blocking(timeout));
   impl_->rank = static_cast<int>(reply.index);
   impl_->world_size = static_cast<int>(reply.size);

@@ -233,6 +233,23 @@ TEST_F(ClientTest, JoinGivesRanksInJoinOrder) {
   EXPECT_EQ(std::set<int>({r1, r2}), (std::set<int>{0, 1}));
 }
 
+TEST_F(ClientTest, JoinCanAskForARank) {
+  // The one that asks for rank 0 gets it and the others fill 1..3, whatever the order of
+  // arrival (it usually arrives last here: the others start first).
+  constexpr int kWorld = 4;
+  std::vector<int> ranks(kWorld - 1);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kWorld - 1; ++i) {
+    ts.emplace_back([&, i] { ranks[i] = connect().join(kWorld); });
+  }
+  std::this_thread::sleep_for(50ms);
+  int mine = connect().join(kWorld, 0, 5s);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(mine, 0);
+  EXPECT_EQ(std::set<int>(ranks.begin(), ranks.end()), (std::set<int>{1, 2, 3}));
+  EXPECT_THROW(connect(1).join(2, 2, 1s), Error);  // Out of range.
+}
+
 TEST_F(ClientTest, NodeJoinFollowsTheRankLayout) {
   // Node "c" asks for node rank 2; "a" and "b" take the free ranks in join order.
   struct Node {

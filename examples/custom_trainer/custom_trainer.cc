@@ -116,7 +116,12 @@ int reap(std::vector<pid_t>& children, Clock::time_point deadline) {
 
 // What every process does once connected: join, publish, add, barrier, check.
 int train(rdzv::Client& client, int world_size, bool coordinator) {
-  int rank = client.join(world_size, kTimeout);
+  // The process that embeds the server is rank 0; the others take the rest in join order.
+  int rank = client.join(world_size, coordinator ? 0 : -1, kTimeout);
+  if (coordinator && rank != 0) {
+    std::fprintf(stderr, "custom_trainer: the embedding process got rank %d, not 0\n", rank);
+    return 1;
+  }
   client.set("custom_trainer/pid/" + std::to_string(rank), std::to_string(getpid()));
   client.add("custom_trainer/sum", rank + 1);
   client.barrier("custom_trainer/added", world_size, kTimeout);

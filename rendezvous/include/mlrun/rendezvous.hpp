@@ -247,6 +247,9 @@ class MLRUN_RDZV_EXPORT Client {
   /// in join order. Blocks until all joined. Sets rank() and world_size(); returns the rank.
   int join(int world_size);
   int join(int world_size, std::chrono::milliseconds timeout);
+  /// As join, asking for `rank` (>= 0; -1: join order), e.g. 0 for the process that embeds the
+  /// server. Two processes asking for the same rank: the second gets an Error naming it.
+  int join(int world_size, int rank, std::chrono::milliseconds timeout);
   /// For a node agent: joins as one of nnodes nodes running local_world_size workers. Nodes are
   /// numbered in join order unless node_rank >= 0 asks for one. Blocks until every node joined.
   /// Sets node_rank(), local_world_size() and world_size().
