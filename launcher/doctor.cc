@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -702,23 +701,6 @@ std::string string_or_empty(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
-std::string random_token() {
-  unsigned char raw[16];
-  std::size_t got = 0;
-  while (got < sizeof raw) {
-    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);
-  }
-  std::string out;
-  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
-  return out;
-}
-
-std::string endpoint_of(const std::string& host, int port) {
-  return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port)
-                                             : fmt::format("[{}]:{}", host, port);
-}
-
 // What a file descriptor (a memfd the remote output was written to) holds, up to 1 MiB.
 std::string read_all(int fd) {
   std::string out;
@@ -741,7 +723,7 @@ HostReport probe_remote(SshSession& session, const HostEntry& entry, const Docto
   h.host = entry.host;
   h.local = false;
   h.address = session.local_address();
-  std::string target = endpoint_of(h.address, port);
+  std::string target = make_endpoint(h.address, port);
   // The job's workers get this host's PATH, LD_LIBRARY_PATH and PYTHON (DESIGN §6), so the
   // probe there runs with them too: it then finds what the job would find.
   std::string command = "exec env";
@@ -829,7 +811,7 @@ int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hos
   rendezvous::ServerOptions so;
   so.host = "0.0.0.0";
   so.port = o.port;
-  so.token = random_token();
+  so.token = random_hex(16);
   so.job_id = "mlrun-doctor";
   so.log = [](std::string_view) {};  // The probes connect and never authenticate.
   std::optional<rendezvous::Server> server;

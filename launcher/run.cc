@@ -195,9 +195,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     error(fmt::format("cannot serve the rendezvous: {}", e.what()));
     return 1;
   }
-  std::string endpoint = advertised.find(':') == std::string::npos
-                             ? fmt::format("{}:{}", advertised, server->port())
-                             : fmt::format("[{}]:{}", advertised, server->port());
+  std::string endpoint = make_endpoint(advertised, server->port());
   // 3. An agent on every other host; its job and the token go on its stdin.
   const char* path = std::getenv("PATH");
   const char* ld_path = std::getenv("LD_LIBRARY_PATH");

@@ -87,6 +87,11 @@ std::string local_address_toward(const std::string& host) {
   return out;
 }
 
+std::string make_endpoint(const std::string& host, int port) {
+  return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port)
+                                             : fmt::format("[{}]:{}", host, port);
+}
+
 bool split_endpoint(const std::string& endpoint, std::string& host, int& port) {
   auto colon = endpoint.rfind(':');
   if (colon == std::string::npos || colon + 1 == endpoint.size()) return false;

@@ -20,6 +20,9 @@ namespace mlrun {
 /// of a route to it (a UDP "connect", no packet sent). Throws std::runtime_error naming host.
 std::string local_address_toward(const std::string& host);
 
+/// "host:port", or "[v6]:port" for an IPv6 address.
+std::string make_endpoint(const std::string& host, int port);
+
 /// Splits "host:port" or "[v6]:port". Returns false when there is no valid port.
 bool split_endpoint(const std::string& endpoint, std::string& host, int& port);
 
