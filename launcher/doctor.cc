@@ -163,16 +163,7 @@ std::string loaded_path(void* handle) {
 
 GpuReport probe_gpus() {
   GpuReport g;
-  if (DIR* dir = opendir("/dev")) {
-    while (dirent* e = readdir(dir)) {
-      const char* name = e->d_name;
-      if (std::strncmp(name, "nvidia", 6) != 0 || name[6] == '\0') continue;
-      bool digits = true;
-      for (const char* p = name + 6; *p; ++p) digits = digits && *p >= '0' && *p <= '9';
-      g.device_files += digits;
-    }
-    closedir(dir);
-  }
+  g.device_files = count_gpu_device_files();
   std::error_code ec;
   std::vector<std::string> infos;
   for (const auto& entry : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {

@@ -11,7 +11,7 @@
 
 namespace mlrun {
 
-int count_gpus() {
+int count_gpu_device_files() {
   int devices = 0;
   if (DIR* dir = opendir("/dev")) {
     while (dirent* e = readdir(dir)) {
@@ -23,6 +23,11 @@ int count_gpus() {
     }
     closedir(dir);
   }
+  return devices;
+}
+
+int count_gpus() {
+  int devices = count_gpu_device_files();
   // CUDA_VISIBLE_DEVICES narrows what is there; it cannot add GPUs a machine lacks.
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
     std::string v = visible;

@@ -5,6 +5,8 @@
 
 namespace mlrun {
 
+/// NVIDIA GPU device files, /dev/nvidiaN, whatever CUDA_VISIBLE_DEVICES says.
+int count_gpu_device_files();
 /// NVIDIA GPUs visible to workers: /dev/nvidiaN, narrowed by CUDA_VISIBLE_DEVICES when set.
 int count_gpus();
 /// Online CPUs.
