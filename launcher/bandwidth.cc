@@ -436,7 +436,9 @@ int allreduce_sweep_command(const std::vector<std::string>& args) {
                  "hosts over TCP with Gloo (not NCCL's own numbers; nccl-tests' all_reduce_perf "
                  "gives those)\n");
     }
-    return 2;
+    // Rank 0 alone says no and fails; the others end quietly, so that the job's first (and
+    // only) failure is the one that says why, whatever order the ranks end in.
+    return rank0 ? 2 : 0;
   }
   if (backend != nullptr && std::string(backend) == "mpi") {
     if (rank0) {
@@ -444,7 +446,7 @@ int allreduce_sweep_command(const std::vector<std::string>& args) {
                  "mlrun: error: the bandwidth sweep has no MPI path; `mlrun doctor --bandwidth "
                  "--backend gloo` measures the same interfaces over TCP\n");
     }
-    return 2;
+    return rank0 ? 2 : 0;
   }
 #ifdef MLRUN_HAVE_GLOO_SWEEP
   try {
