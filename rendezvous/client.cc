@@ -204,6 +204,9 @@ struct Client::Impl {
   int rank = -1, world_size = -1, local_rank = -1, local_world_size = -1, node_rank = -1;
   std::uint32_t next_id = 1;
   std::string lost;  // why the connection is unusable; empty while it is fine
+  // Received and not yet consumed: in[in_begin, in_end).
+  std::uint8_t in[4096];
+  std::size_t in_begin = 0, in_end = 0;
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
@@ -244,28 +247,52 @@ struct Client::Impl {
     }
   }
 
+  // Copies the next `size` bytes of the reply stream to `out`. Replies come through a small
+  // buffer, so that a frame's header and payload cost one recv (the floor of the benchmark,
+  // bench/rdzv, is one recv per round trip); a payload larger than the buffer goes straight
+  // to `out`.
   void recv_exact(std::string_view op, std::string_view subject, std::uint8_t* out,
                   std::size_t size, Clock::time_point deadline, milliseconds waited) {
     while (size > 0) {
-      ssize_t n = ::recv(fd, out, size, 0);
-      if (n > 0) {
-        out += n;
-        size -= static_cast<std::size_t>(n);
-        continue;
+      if (in_begin == in_end) {
+        bool direct = size >= sizeof in;
+        std::size_t n =
+            receive(op, subject, direct ? out : in, direct ? size : sizeof in, deadline, waited);
+        if (direct) {
+          out += n;
+          size -= n;
+          continue;
+        }
+        in_begin = 0;
+        in_end = n;
       }
-      if (n == 0) connection_lost(op, subject, "the server closed the connection");
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        connection_lost(op, subject, std::string("connection lost: ") + std::strerror(errno));
-      }
+      std::size_t n = std::min(size, in_end - in_begin);
+      std::memcpy(out, in + in_begin, n);
+      in_begin += n;
+      out += n;
+      size -= n;
+    }
+  }
+
+  // One recv of at most `size` bytes, waiting for them first: a reply is never there the
+  // moment its request has gone, so poll comes before the recv, not after an EAGAIN.
+  std::size_t receive(std::string_view op, std::string_view subject, std::uint8_t* out,
+                      std::size_t size, Clock::time_point deadline, milliseconds waited) {
+    while (true) {
       pollfd p{fd, POLLIN, 0};
       int r = poll(&p, 1, remaining_ms(deadline));
+      if (r < 0 && errno == EINTR) continue;
       if (r == 0) {
         // The reply may still come; the connection cannot be trusted to stay in step.
         drop("an earlier reply did not come in time");
         throw TimeoutError(std::string(op), printable(subject), endpoint,
                            fmt::format("no reply from the server within {} ms", waited.count()));
       }
+      ssize_t n = ::recv(fd, out, size, 0);
+      if (n > 0) return static_cast<std::size_t>(n);
+      if (n == 0) connection_lost(op, subject, "the server closed the connection");
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      connection_lost(op, subject, std::string("connection lost: ") + std::strerror(errno));
     }
   }
 

@@ -42,8 +42,16 @@ constexpr auto kMaxLinger = std::chrono::seconds(1);
 // After accept fails for lack of descriptors, wait this long before trying again (retrying at
 // once would spin: the pending connection stays in the backlog).
 constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
+// Each connection reads into a buffer this large (grown for a larger frame, then shrunk back):
+// one recv usually takes a whole request, and 16,384 connections hold 4 MiB.
+constexpr std::size_t kReadChunk = 256;
 // Connections taken from the backlog synchronously per wake-up, before yielding to the loop.
 constexpr int kAcceptBurst = 512;
+// Listening sockets on the one port (SO_REUSEPORT; the kernel spreads new connections over
+// them). Each has its own accept queue, capped at net.core.somaxconn (4,096 on stock kernels):
+// a storm of 16,384 ranks connecting at once overflows a single queue into one-second SYN
+// retransmits, however fast the loop accepts. Eight queues hold 32,768 at the stock cap.
+constexpr int kListeners = 8;
 
 enum class Held { kNone, kGet, kWait, kBarrier, kJoin, kElasticJoin };
 
@@ -69,9 +77,11 @@ struct Conn {
   bool closing = false;    // last reply queued; close once it is flushed
   bool closed = false;     // out of the registry, socket closed
   bool in_flight = false;  // a request read and not yet answered
-  std::uint8_t header_bytes[kHeaderBytes];
+  // Received bytes not yet handled: in[0, in_used). header: the last decoded frame header.
+  std::vector<std::uint8_t> in;
+  std::size_t in_used = 0;
+  bool partial = false;  // an authenticated peer's unfinished frame; its deadline is armed
   Header header;
-  std::vector<std::uint8_t> payload;
   // At most two frames: the reply to the one request in flight, and a final error.
   std::deque<std::string> out;
   bool writing = false;
@@ -208,8 +218,7 @@ std::size_t raise_open_file_limit() {
 
 class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
  public:
-  Impl(asio::io_context& io, ServerOptions options)
-      : io_(io), options_(std::move(options)), acceptor_(io), retry_timer_(io) {}
+  Impl(asio::io_context& io, ServerOptions options) : io_(io), options_(std::move(options)) {}
 
   void listen();
   int port() const { return port_; }
@@ -234,13 +243,20 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   // Accepting.
-  void accept();
-  void drain_backlog();
+  struct Listener {
+    explicit Listener(asio::io_context& io) : acceptor(io), retry_timer(io) {}
+    tcp::acceptor acceptor;
+    asio::steady_timer retry_timer;
+  };
+  bool bind_listeners(const tcp::endpoint& at, std::string* why);
+  void accept(Listener& l);
+  void drain_backlog(tcp::acceptor& acceptor);
   void adopt(tcp::socket socket);
 
   // Reading and writing.
-  void read_header(const ConnPtr& c);
-  void read_payload(const ConnPtr& c);
+  void read_more(const ConnPtr& c);
+  // Handles every whole frame in c->in; false when the connection is closing.
+  bool take_frames(const ConnPtr& c);
   void arm_deadline(const ConnPtr& c, std::chrono::milliseconds after, std::string_view why);
   void send(const ConnPtr& c, std::string frame);
   void write_next(const ConnPtr& c);
@@ -259,7 +275,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void lost_if_silent(const ConnPtr& c, const error_code& ec);
 
   // Requests.
-  void on_frame(const ConnPtr& c);
+  void on_frame(const ConnPtr& c, std::span<const std::uint8_t> payload);
   void on_hello(const ConnPtr& c, const Hello& r);
   void dispatch(const ConnPtr& c, Request& request);
   void handle(const ConnPtr& c, Set& r);
@@ -306,8 +322,8 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
 
   asio::io_context& io_;
   ServerOptions options_;
-  tcp::acceptor acceptor_;
-  asio::steady_timer retry_timer_;
+  // kListeners sockets bound to one address and port; never resized after listen().
+  std::vector<std::unique_ptr<Listener>> listeners_;
   int port_ = 0;
   std::string endpoint_;
   bool stopped_ = false;
@@ -348,39 +364,65 @@ void ServerCore::Impl::listen() {
   }
   std::string last_error;
   for (const auto& entry : results) {
-    error_code e;
-    tcp::acceptor a(io_);
-    a.open(entry.endpoint().protocol(), e);
-    if (!e) a.set_option(tcp::acceptor::reuse_address(true), e);
-    if (!e) a.bind(entry.endpoint(), e);
-    // A large backlog: a storm of thousands of connecting ranks must not overflow the queue
-    // into one-second SYN retransmits (the kernel caps it at somaxconn).
-    if (!e) a.listen(options_.listen_backlog, e);
-    if (!e) a.non_blocking(true, e);
-    if (e) {
-      last_error = e.message();
-      continue;
-    }
-    acceptor_ = std::move(a);
-    break;
+    if (bind_listeners(entry.endpoint(), &last_error)) break;
   }
-  if (!acceptor_.is_open()) throw ConnectionError("listen", "", where, last_error);
-  auto local = acceptor_.local_endpoint();
-  port_ = local.port();
+  if (listeners_.empty()) throw ConnectionError("listen", "", where, last_error);
+  port_ = listeners_.front()->acceptor.local_endpoint().port();
   // The caller's host as given (a name stays a name: it is what remote clients resolve).
   endpoint_ = options_.host.find(':') == std::string::npos
                   ? fmt::format("{}:{}", options_.host, port_)
                   : fmt::format("[{}]:{}", options_.host, port_);
-  accept();
+  for (auto& l : listeners_) accept(*l);
 }
 
-void ServerCore::Impl::accept() {
-  acceptor_.async_accept([self = shared_from_this()](error_code ec, tcp::socket socket) {
+bool ServerCore::Impl::bind_listeners(const tcp::endpoint& at, std::string* why) {
+  using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+  // First a plain socket (no SO_REUSEPORT) claims the port: this fails while anything listens
+  // there, so the group below never joins another server's group on a port given twice (two
+  // jobs with one --master_port must fail like torchrun does, not share connections). Port 0
+  // becomes a free port here.
+  error_code e;
+  tcp::endpoint target = at;
+  {
+    tcp::acceptor probe(io_);
+    probe.open(at.protocol(), e);
+    if (!e) probe.set_option(tcp::acceptor::reuse_address(true), e);
+    if (!e) probe.bind(at, e);
+    if (!e) target.port(probe.local_endpoint(e).port());
+    if (e) {
+      *why = e.message();
+      return false;
+    }
+  }
+  std::vector<std::unique_ptr<Listener>> group;
+  for (int i = 0; i < kListeners && !e; ++i) {
+    auto l = std::make_unique<Listener>(io_);
+    tcp::acceptor& a = l->acceptor;
+    a.open(target.protocol(), e);
+    if (!e) a.set_option(tcp::acceptor::reuse_address(true), e);
+    if (!e) a.set_option(reuse_port(true), e);
+    if (!e) a.bind(target, e);
+    // A large backlog: a storm of thousands of connecting ranks must not overflow the queue
+    // into one-second SYN retransmits (the kernel caps it at somaxconn).
+    if (!e) a.listen(options_.listen_backlog, e);
+    if (!e) a.non_blocking(true, e);
+    if (!e) group.push_back(std::move(l));
+  }
+  if (e) {
+    *why = e.message();
+    return false;
+  }
+  listeners_ = std::move(group);
+  return true;
+}
+
+void ServerCore::Impl::accept(Listener& l) {
+  l.acceptor.async_accept([self = shared_from_this(), &l](error_code ec, tcp::socket socket) {
     if (self->stopped_ || ec == asio::error::operation_aborted) return;
     if (!ec) {
       self->adopt(std::move(socket));
-      self->drain_backlog();
-      self->accept();
+      self->drain_backlog(l.acceptor);
+      self->accept(l);
       return;
     }
     // Out of descriptors or memory: say so (at most once a second) and retry shortly.
@@ -389,20 +431,20 @@ void ServerCore::Impl::accept() {
       self->last_accept_error_log_ = now;
       self->log(fmt::format("accept failed: {}", ec.message()));
     }
-    self->retry_timer_.expires_after(kAcceptRetry);
-    self->retry_timer_.async_wait([self](error_code e) {
-      if (!e && !self->stopped_) self->accept();
+    l.retry_timer.expires_after(kAcceptRetry);
+    l.retry_timer.async_wait([self, &l](error_code e) {
+      if (!e && !self->stopped_) self->accept(l);
     });
   });
 }
 
-void ServerCore::Impl::drain_backlog() {
+void ServerCore::Impl::drain_backlog(tcp::acceptor& acceptor) {
   // The acceptor is non-blocking: take what is already queued in one go instead of one
   // connection per trip through the loop.
   for (int i = 0; i < kAcceptBurst; ++i) {
     error_code ec;
     tcp::socket socket(io_);
-    acceptor_.accept(socket, ec);
+    acceptor.accept(socket, ec);
     if (ec) return;
     adopt(std::move(socket));
   }
@@ -412,6 +454,8 @@ void ServerCore::Impl::adopt(tcp::socket socket) {
   auto c = std::make_shared<Conn>(io_, std::move(socket));
   error_code ec;
   c->socket.set_option(tcp::no_delay(true), ec);
+  c->socket.non_blocking(true, ec);  // send() writes at once when the socket takes it
+  c->in.resize(kReadChunk);
   // A peer that vanishes without a FIN or RST (a dead host, a cut link) fails its connection
   // with ETIMEDOUT within kPeerSilenceBound: keepalive probes an idle connection, and the user
   // timeout bounds replies sent into a dead link.
@@ -427,7 +471,7 @@ void ServerCore::Impl::adopt(tcp::socket socket) {
   c->peer = ec ? std::string("unknown peer") : endpoint_text(remote.address(), remote.port());
   conns_.emplace(c.get(), c);
   arm_deadline(c, options_.handshake_timeout, "no authentication");
-  read_header(c);
+  read_more(c);
 }
 
 // --- Reading and writing ---------------------------------------------------------------------
@@ -445,63 +489,81 @@ void ServerCore::Impl::arm_deadline(const ConnPtr& c, std::chrono::milliseconds 
   });
 }
 
-void ServerCore::Impl::read_header(const ConnPtr& c) {
-  asio::async_read(
-      c->socket, asio::buffer(c->header_bytes, kHeaderBytes),
-      [self = shared_from_this(), c](error_code ec, std::size_t n) {
-        if (c->closed || c->closing) return;
-        if (ec) {
-          // EOF or reset: the peer is gone; its held request goes with it.
-          self->lost_if_silent(c, ec);
-          c->clean_eof = ec == asio::error::eof;
-          self->close(c);
-          return;
-        }
-        std::size_t limit = c->authed ? kMaxPayloadBytes : kMaxHelloPayloadBytes;
-        DecodeResult r = decode_header({c->header_bytes, kHeaderBytes}, c->header, limit);
-        if (r.status != DecodeStatus::kOk) {
-          bool has_header = r.error != Status::kBadFrame;
-          std::uint8_t op = has_header ? c->header.op : 0;
-          std::uint32_t id = has_header ? c->header.request_id : 0;
-          self->refuse(c, op, id, r.error, r.what,
-                       fmt::format("bad frame from {}: {}; header bytes \"{}\"", c->peer, r.what,
-                                   sanitize({c->header_bytes, kHeaderBytes}, kHeaderBytes)));
-          return;
-        }
-        if (c->header.payload_bytes == 0) {
-          c->payload.clear();
-          self->on_frame(c);
-          if (!c->closed && !c->closing) self->read_header(c);
-          return;
-        }
-        self->read_payload(c);
-      });
+void ServerCore::Impl::read_more(const ConnPtr& c) {
+  auto room = asio::buffer(c->in.data() + c->in_used, c->in.size() - c->in_used);
+  c->socket.async_read_some(room, [self = shared_from_this(), c](error_code ec, std::size_t n) {
+    if (c->closed || c->closing) return;
+    if (ec) {
+      // EOF or reset: the peer is gone; its held request goes with it.
+      self->lost_if_silent(c, ec);
+      c->clean_eof = ec == asio::error::eof;
+      self->close(c);
+      return;
+    }
+    c->in_used += n;
+    if (self->take_frames(c)) self->read_more(c);
+  });
 }
 
-void ServerCore::Impl::read_payload(const ConnPtr& c) {
-  // payload_bytes was checked against the limit for this connection's state in decode_header.
-  c->payload.resize(c->header.payload_bytes);
-  if (c->authed) arm_deadline(c, options_.frame_timeout, "an incomplete frame not finished");
-  asio::async_read(c->socket, asio::buffer(c->payload),
-                   [self = shared_from_this(), c](error_code ec, std::size_t) {
-                     if (c->closed || c->closing) return;
-                     if (ec) {
-                       self->lost_if_silent(c, ec);
-                       c->clean_eof = ec == asio::error::eof;
-                       self->close(c);
-                       return;
-                     }
-                     if (c->authed) {
-                       ++c->deadline_seq;
-                       c->deadline.cancel();
-                     }
-                     self->on_frame(c);
-                     if (!c->closed && !c->closing) self->read_header(c);
-                   });
+bool ServerCore::Impl::take_frames(const ConnPtr& c) {
+  std::size_t begin = 0;
+  bool header_decoded = false;  // c->header is that of the frame at `begin`
+  while (c->in_used - begin >= kHeaderBytes) {
+    std::span<const std::uint8_t> at(c->in.data() + begin, kHeaderBytes);
+    std::size_t limit = c->authed ? kMaxPayloadBytes : kMaxHelloPayloadBytes;
+    DecodeResult r = decode_header(at, c->header, limit);
+    if (r.status != DecodeStatus::kOk) {
+      bool has_header = r.error != Status::kBadFrame;
+      std::uint8_t op = has_header ? c->header.op : 0;
+      std::uint32_t id = has_header ? c->header.request_id : 0;
+      refuse(c, op, id, r.error, r.what,
+             fmt::format("bad frame from {}: {}; header bytes \"{}\"", c->peer, r.what,
+                         sanitize(at, kHeaderBytes)));
+      return false;
+    }
+    std::size_t frame = kHeaderBytes + c->header.payload_bytes;
+    if (c->in_used - begin < frame) {
+      header_decoded = true;
+      break;
+    }
+    on_frame(c, {c->in.data() + begin + kHeaderBytes, c->header.payload_bytes});
+    begin += frame;
+    if (c->closed || c->closing) return false;
+  }
+  // Keep the unfinished frame at the front, with room for all of it (payload_bytes was checked
+  // against this connection's limit); a buffer grown for a large frame shrinks back after it.
+  std::memmove(c->in.data(), c->in.data() + begin, c->in_used - begin);
+  c->in_used -= begin;
+  std::size_t need =
+      header_decoded ? std::max(kReadChunk, kHeaderBytes + c->header.payload_bytes) : kReadChunk;
+  if (c->in.size() < need || (c->in.size() > kReadChunk && c->in_used <= kReadChunk)) {
+    c->in.resize(std::max(need, c->in_used));
+    c->in.shrink_to_fit();
+  }
+  // An authenticated peer that stops halfway through a frame is cut after frame_timeout (before
+  // authentication the handshake deadline covers it).
+  if (c->authed && c->in_used > 0 && !c->partial) {
+    c->partial = true;
+    arm_deadline(c, options_.frame_timeout, "an incomplete frame not finished");
+  } else if (c->partial && c->in_used == 0) {
+    c->partial = false;
+    ++c->deadline_seq;
+    c->deadline.cancel();
+  }
+  return true;
 }
 
 void ServerCore::Impl::send(const ConnPtr& c, std::string frame) {
   if (c->closed) return;
+  if (!c->writing && c->out.empty()) {
+    // Most replies fit the socket's buffer: write now rather than through a completion.
+    // Anything short of all of it (would block, an error) goes the asynchronous way, which
+    // finishes the frame or closes the connection.
+    error_code ec;
+    std::size_t n = c->socket.write_some(asio::buffer(frame), ec);
+    if (!ec && n == frame.size()) return;
+    frame.erase(0, n);
+  }
   c->out.push_back(std::move(frame));
   if (!c->writing) write_next(c);
 }
@@ -599,9 +661,8 @@ void ServerCore::Impl::close(const ConnPtr& c) {
 
 // --- Requests --------------------------------------------------------------------------------
 
-void ServerCore::Impl::on_frame(const ConnPtr& c) {
+void ServerCore::Impl::on_frame(const ConnPtr& c, std::span<const std::uint8_t> payload) {
   const Header& h = c->header;
-  std::span<const std::uint8_t> payload(c->payload);
   if (c->in_flight) {
     // One request at a time per connection keeps every connection's memory bounded.
     refuse(c, h.op, h.request_id, Status::kBadFrame,
@@ -625,7 +686,6 @@ void ServerCore::Impl::on_frame(const ConnPtr& c) {
     return;
   }
   c->in_flight = true;
-  c->payload = {};  // do not keep a large frame's buffer while the request is held
   if (!c->authed) {
     if (h.op != static_cast<std::uint8_t>(Op::kHello)) {
       refuse(c, h.op, h.request_id, Status::kAuthFailed, "the first request must be hello",
@@ -1361,8 +1421,10 @@ void ServerCore::Impl::stop() {
   if (stopped_) return;
   stopped_ = true;
   error_code ec;
-  acceptor_.close(ec);
-  retry_timer_.cancel();
+  for (auto& l : listeners_) {
+    l->acceptor.close(ec);
+    l->retry_timer.cancel();
+  }
   if (sweep_timer_) sweep_timer_->cancel();
   for (auto& [name, g] : elastic_) {
     if (g.last_call) g.last_call->cancel();

@@ -11,26 +11,8 @@ export PYTHON=${PYTHON:-/usr/bin/python3}
 
 [ -f "$build/build.ninja" ] ||
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-# Through CMake once bench/CMakeLists.txt adds rdzv/ (and the top level adds bench/); else g++.
-if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^mlrun_bench_rdzv_server:'; then
-  ninja -C "$build" mlrun_bench_rdzv_server mlrun_bench_rdzv_clients mlrun_bench_echo_server >/dev/null
-  bin=$(dirname "$(find "$build" -name rdzv_server -type f -perm -u+x | head -1)")
-else
-  ninja -C "$build" mlrun_rendezvous >/dev/null
-  bin=$build/bench-rdzv
-  mkdir -p "$bin"
-  lib=$build/rendezvous/libmlrun_rendezvous.a
-  flags=(-std=c++20 -O2 -Wall -Wextra -I "$root/rendezvous/include")
-  for p in rdzv_server rdzv_clients; do
-    src=$root/bench/rdzv/$p.cc
-    if [ ! -x "$bin/$p" ] || [ "$src" -nt "$bin/$p" ] || [ "$lib" -nt "$bin/$p" ]; then
-      g++ "${flags[@]}" -o "$bin/$p" "$src" "$lib" -lfmt -pthread -ldl
-    fi
-  done
-  src=$root/bench/rdzv/echo_server.cc
-  [ -x "$bin/echo_server" ] && [ ! "$src" -nt "$bin/echo_server" ] ||
-    g++ "${flags[@]}" -o "$bin/echo_server" "$src"
-fi
+ninja -C "$build" mlrun_bench_rdzv_server mlrun_bench_rdzv_clients mlrun_bench_echo_server >/dev/null
+bin=$build/bench/rdzv
 
 echo "# mlrun $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- \
   rendezvous || echo ' + uncommitted changes in rendezvous/'); $(uptime)" >&2
