@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <set>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -127,6 +130,50 @@ TEST(Server, AuthenticatedPeerStoppingMidFrameIsClosedAtTheFrameDeadline) {
   std::string set = proto::encode_request(2, proto::Set{"k", "value"});
   peer.send(set.substr(0, set.size() - 2));  // header and part of the payload
   EXPECT_TRUE(peer.closed_by_peer(3s));      // frame_timeout is 500 ms
+}
+
+TEST(Server, AuthenticatedPeerStoppingMidHeaderIsClosedAtTheFrameDeadline) {
+  LoopServer server(options());
+  RawPeer peer(server.port());
+  ASSERT_EQ(peer.hello(kToken), Status::kOk);
+  peer.send(proto::encode_request(2, proto::Heartbeat{}).substr(0, 5));
+  EXPECT_TRUE(peer.closed_by_peer(3s));  // frame_timeout is 500 ms
+}
+
+// The server reads into a small buffer: frames split anywhere, two frames in one read (hello and
+// the set behind it) and a frame far larger than the buffer all arrive whole.
+TEST(Server, FramesSplitAnywhereAndLargeFramesArriveWhole) {
+  LoopServer server(options());
+  RawPeer peer(server.port());
+  std::string big(300'000, 'v');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  std::string wire = proto::encode_request(1, proto::Hello{kToken, ""}) +
+                     proto::encode_request(2, proto::Set{"big", big});
+  // Byte by byte for the first 40, then uneven pieces.
+  for (std::size_t i = 0; i < 40; ++i) ASSERT_TRUE(peer.send(wire.substr(i, 1)));
+  for (std::size_t at = 40; at < wire.size(); at += 70'001) {
+    ASSERT_TRUE(peer.send(wire.substr(at, 70'001)));
+    std::this_thread::sleep_for(20ms);
+  }
+  auto hello = peer.read_frame();
+  ASSERT_TRUE(hello);
+  EXPECT_EQ(hello->header.status, Status::kOk);
+  auto set = peer.read_frame();
+  ASSERT_TRUE(set);
+  EXPECT_EQ(set->header.status, Status::kOk);
+  EXPECT_EQ(set->header.request_id, 2u);
+  // Small frames again, then the big value back.
+  ASSERT_TRUE(peer.send(proto::encode_request(3, proto::Add{"n", 5})));
+  auto add = peer.read_frame();
+  ASSERT_TRUE(add);
+  ASSERT_TRUE(peer.send(proto::encode_request(4, proto::Get{"big", 1000})));
+  auto get = peer.read_frame();
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->header.status, Status::kOk);
+  EXPECT_NE(get->payload.find(big), std::string::npos);
+  // The connection still works with the buffer shrunk back.
+  Client c = Client::connect(fmt::format("127.0.0.1:{}", server.port()), kToken, quick());
+  EXPECT_EQ(c.add("n", 1), 6);
 }
 
 // One bad peer: what it sends, and the status of the reply it should get before the close
