@@ -1208,7 +1208,10 @@ void ServerCore::Impl::publish_change(const std::string& name, ElasticGroup& g) 
   std::size_t alive =
       std::count_if(g.seats.begin(), g.seats.end(), [](const ElasticSeat& s) { return s.alive; });
   std::string joined, lost;
-  for (const auto& m : g.joined) joined += (joined.empty() ? "" : ",") + json_string(m);
+  for (const auto& m : g.joined) {
+    if (!joined.empty()) joined += ',';
+    joined += json_string(m);
+  }
   for (const auto& l : g.lost) {
     lost += fmt::format(
         "{}{{\"node\":{},\"member\":{},\"last_heard\":{},\"silent_s\":{:.1f},\"why\":{}}}",
