@@ -1,7 +1,9 @@
 // bench/rdzv: the bare TCP floor. One thread, one epoll set, non-blocking sockets: every byte a
 // client sends is written straight back. Accepts until EAGAIN on every wake-up (aggressively,
 // as the kernel's backlog of 4,096 otherwise costs SYN retransmits).
-//   echo_server [HOST]
+//   echo_server [HOST [LISTENERS]]
+// LISTENERS (default 1, the floor): that many sockets on the one port with SO_REUSEPORT,
+// each its own accept queue, as mlrun's server listens (docs/protocol.md).
 // Prints "port N" on stdout once it listens; serves until stdin closes or reads "quit".
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,12 +15,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string.h>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string.h>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace {
 struct Pending {
@@ -33,9 +37,12 @@ int main(int argc, char** argv) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int listeners = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (listeners < 1 || listeners > 64) {
+    std::fprintf(stderr, "echo_server: LISTENERS must be 1..64\n");
+    return 2;
+  }
   int one = 1;
-  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
@@ -43,17 +50,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "echo_server: bad host %s\n", host);
     return 2;
   }
-  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(lfd, 65535) != 0) {
-    std::perror("echo_server: bind/listen");
-    return 1;
-  }
-  socklen_t len = sizeof addr;
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
   int ep = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = lfd;
-  epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+  std::vector<int> lfds;
+  for (int i = 0; i < listeners; ++i) {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (listeners > 1) setsockopt(lfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(lfd, 65535) != 0) {
+      std::perror("echo_server: bind/listen");
+      return 1;
+    }
+    socklen_t len = sizeof addr;
+    getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);  // the next ones take this port
+    ev.data.fd = lfd;
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+    lfds.push_back(lfd);
+  }
   ev.data.fd = 0;  // stdin: "quit" or EOF ends the server
   epoll_ctl(ep, EPOLL_CTL_ADD, 0, &ev);
   std::printf("port %d\n", ntohs(addr.sin_port));
@@ -75,7 +90,8 @@ int main(int argc, char** argv) {
         }
         continue;
       }
-      if (fd == lfd) {
+      if (std::find(lfds.begin(), lfds.end(), fd) != lfds.end()) {
+        int lfd = fd;
         while (true) {
           int c = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (c < 0) break;  // EAGAIN, or EMFILE (then the next wake-up retries)
