@@ -363,8 +363,13 @@ void ServerCore::Impl::listen() {
     throw ConnectionError("listen", "", where, "cannot resolve the host: " + ec.message());
   }
   std::string last_error;
-  for (const auto& entry : results) {
-    if (bind_listeners(entry.endpoint(), &last_error)) break;
+  // With port 0 another process may take the free port between the claim and the group's bind
+  // (bind_listeners): then another free port is tried.
+  const int attempts = options_.port == 0 ? 3 : 1;
+  for (int i = 0; i < attempts && listeners_.empty(); ++i) {
+    for (const auto& entry : results) {
+      if (bind_listeners(entry.endpoint(), &last_error)) break;
+    }
   }
   if (listeners_.empty()) throw ConnectionError("listen", "", where, last_error);
   port_ = listeners_.front()->acceptor.local_endpoint().port();
