@@ -16,6 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
+#ifdef MLRUN_SWEEP_PROGRAM
+#include <mlrun/rendezvous.hpp>
+
+#include "launcher/sweep.h"
+#endif
+
 #ifdef MLRUN_HAVE_GLOO_SWEEP
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -24,7 +30,6 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <mlrun/gloo_store.hpp>
-#include <mlrun/rendezvous.hpp>
 #endif
 
 namespace mlrun {
@@ -151,6 +156,44 @@ double allreduce_bus_bandwidth(double algbw, int ranks) {
   return algbw * 2.0 * (ranks - 1) / ranks;
 }
 
+SweepRow make_sweep_row(std::size_t bytes, double time_us, int ranks, long wrong) {
+  SweepRow row;
+  row.bytes = bytes;
+  row.time_us = time_us;
+  row.algbw = time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e3) : 0;  // B/us/1e3 = GB/s
+  row.busbw = allreduce_bus_bandwidth(row.algbw, ranks);
+  row.wrong = wrong;
+  return row;
+}
+
+float sweep_input(int rank, std::size_t i) {
+  return static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1));
+}
+
+float sweep_expected(int world, std::size_t i) {
+  return static_cast<float>(world * (world + 1) / 2 * static_cast<int>(i % 13 + 1));
+}
+
+std::optional<int> sweep_gpu(int local_rank, int devices, std::string* why) {
+  if (local_rank >= 0 && local_rank < devices) return local_rank;
+  *why = fmt::format(
+      "LOCAL_RANK {} has no GPU of its own: this process sees {} GPU{} (CUDA_VISIBLE_DEVICES "
+      "narrows them); run at most {} rank{} per node",
+      local_rank, devices, devices == 1 ? "" : "s", devices, devices == 1 ? "" : "s");
+  return std::nullopt;
+}
+
+std::string decode_nccl_version(int code) {
+  if (code <= 0) return "";
+  // NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z before 2.9, X*10000+Y*100+Z since.
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
+}
+
+const char* sweep_iface_variable(std::string_view backend) {
+  return backend == "nccl" ? "NCCL_SOCKET_IFNAME" : "GLOO_SOCKET_IFNAME";
+}
+
 std::string sweep_table_header() {
   return "#                                                  out-of-place\n"
          "#       size         count      type   redop      time   algbw   busbw  #wrong\n"
@@ -164,14 +207,15 @@ std::string sweep_table_row(const SweepRow& r) {
 
 std::vector<std::string> link_verdict(double peak_busbw, std::size_t peak_bytes,
                                       std::size_t max_bytes, bool one_host,
-                                      const std::vector<RankLink>& links, bool* warn) {
+                                      const std::vector<RankLink>& links, bool* warn,
+                                      std::string_view backend) {
   std::vector<std::string> out;
   *warn = false;
   if (one_host) {
-    out.push_back(
+    out.push_back(fmt::format(
         "# every rank ran on one host: the data crossed no network link, so these numbers "
-        "measure this host (memory copies, loopback TCP), not a link; give -H/--hostfile to "
-        "measure the network");
+        "measure this host ({}), not a link; give -H/--hostfile to measure the network",
+        backend == "nccl" ? "NVLink, PCIe or shared memory" : "memory copies, loopback TCP"));
     return out;
   }
   // One entry per host: the ranks of a host share its interface.
@@ -193,9 +237,9 @@ std::vector<std::string> link_verdict(double peak_busbw, std::size_t peak_bytes,
   for (const auto& h : hosts) {
     if (h.iface.empty()) {
       out.push_back(fmt::format(
-          "# link speed unknown: the interface of {} is not known (GLOO_SOCKET_IFNAME is not set "
-          "there), so the bus bandwidth is not compared with a link rate",
-          h.host));
+          "# link speed unknown: the interface of {} is not known ({} is not set there), so the "
+          "bus bandwidth is not compared with a link rate",
+          h.host, sweep_iface_variable(backend)));
       return out;
     }
     if (h.speed_mbps < 0) {
@@ -235,7 +279,7 @@ std::vector<std::string> link_verdict(double peak_busbw, std::size_t peak_bytes,
   return out;
 }
 
-#ifdef MLRUN_HAVE_GLOO_SWEEP
+#ifdef MLRUN_SWEEP_PROGRAM
 namespace {
 
 namespace rdzv = mlrun::rendezvous;
@@ -254,50 +298,86 @@ std::string this_host() {
   return name;
 }
 
-// Gloo listens on GLOO_SOCKET_IFNAME (mlrun sets it to the interface it chose); without it, on
-// loopback when every rank is on this host, else on the host name's address.
-gloo::transport::tcp::attr device_attr(bool one_host) {
-  gloo::transport::tcp::attr attr;
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  if (ifname != nullptr && *ifname != '\0') {
-    attr.iface = ifname;
-  } else if (one_host) {
-    attr.hostname = "127.0.0.1";
-  } else {
-    attr.hostname = this_host();
+#ifdef MLRUN_HAVE_GLOO_SWEEP
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+// Gloo's ring all-reduce over TCP; pairs found through the job's rendezvous (GlooStore).
+class GlooCollective final : public SweepCollective {
+ public:
+  GlooCollective(rdzv::Client& client, const SweepOptions& o, bool one_host)
+      : rank_(client.rank()), timeout_(std::chrono::milliseconds(o.timeout_s * 1000L)) {
+    rdzv::GlooStore store(client, "mlrun_doctor_bw");
+    auto device = gloo::transport::tcp::CreateDevice(device_attr(one_host));
+    context_ = std::make_shared<gloo::rendezvous::Context>(rank_, client.world_size());
+    context_->setTimeout(timeout_);
+    context_->connectFullMesh(store, device);
   }
-  return attr;
-}
 
-// Input of rank r: (r + 1) * (i % 13 + 1), small integers, so that the float sums are exact.
-float input_value(int rank, std::size_t i) {
-  return static_cast<float>((rank + 1) * static_cast<int>(i % 13 + 1));
-}
-float expected_value(int world, std::size_t i) {
-  return static_cast<float>(world * (world + 1) / 2 * static_cast<int>(i % 13 + 1));
-}
+  std::string title() const override { return "Gloo all-reduce (ring)"; }
 
-// An all-reduce of a few doubles over the whole world: sum or max.
-void reduce_doubles(const std::shared_ptr<gloo::Context>& context, std::vector<double>& v, bool max,
-                    std::chrono::milliseconds timeout) {
-  gloo::AllreduceOptions opts(context);
-  opts.setOutput(v.data(), v.size());
-  opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-  if (max) {
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
-  } else {
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+  void prepare(std::size_t max_count) override {
+    in_.resize(max_count);
+    out_.resize(max_count);
+    for (std::size_t i = 0; i < max_count; ++i) in_[i] = sweep_input(rank_, i);
   }
-  opts.setTimeout(timeout);
-  gloo::allreduce(opts);
-}
 
-int run_sweep(const SweepOptions& o) {
+  double time_allreduce(std::size_t count, int warmup, int iters) override {
+    std::fill(out_.begin(), out_.begin() + static_cast<long>(count), -1.0f);
+    gloo::AllreduceOptions opts(context_);
+    opts.setInput(in_.data(), count);
+    opts.setOutput(out_.data(), count);
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+    opts.setTimeout(timeout_);
+    for (int w = 0; w < warmup; ++w) gloo::allreduce(opts);
+    gloo::BarrierOptions barrier(context_);
+    barrier.setTimeout(timeout_);
+    gloo::barrier(barrier);
+    auto t0 = Clock::now();
+    for (int n = 0; n < iters; ++n) gloo::allreduce(opts);
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+  }
+
+  const float* output(std::size_t) override { return out_.data(); }
+
+  void reduce(std::vector<double>& v, bool max) override {
+    gloo::AllreduceOptions opts(context_);
+    opts.setOutput(v.data(), v.size());
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    opts.setReduceFunction(max ? static_cast<ReduceFn>(&gloo::max<double>)
+                               : static_cast<ReduceFn>(&gloo::sum<double>));
+    opts.setTimeout(timeout_);
+    gloo::allreduce(opts);
+  }
+
+ private:
+  // Gloo listens on GLOO_SOCKET_IFNAME (mlrun sets it to the interface it chose); without it,
+  // on loopback when every rank is on this host, else on the host name's address.
+  static gloo::transport::tcp::attr device_attr(bool one_host) {
+    gloo::transport::tcp::attr attr;
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (ifname != nullptr && *ifname != '\0') {
+      attr.iface = ifname;
+    } else if (one_host) {
+      attr.hostname = "127.0.0.1";
+    } else {
+      attr.hostname = this_host();
+    }
+    return attr;
+  }
+
+  int rank_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::vector<float> in_, out_;
+};
+#endif
+
+// The sweep on this rank with the job's backend: the same sizes, timing, checks, table and link
+// comparison whatever carries the data.
+int run_sweep(const SweepOptions& o, const std::string& backend) {
   rdzv::Client client = rdzv::Client::from_env();
-  const auto timeout = std::chrono::milliseconds(o.timeout_s * 1000L);
-  client.set_timeout(timeout);
+  client.set_timeout(std::chrono::milliseconds(o.timeout_s * 1000L));
   const int rank = client.rank();
   const int world = client.world_size();
   if (rank < 0 || world < 1) {
@@ -308,30 +388,36 @@ int run_sweep(const SweepOptions& o) {
   }
   const bool one_host = client.local_world_size() == world;
   // Where this rank's traffic goes: for the link comparison on rank 0.
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  const char* ifname = std::getenv(sweep_iface_variable(backend));
   RankLink mine{this_host(), ifname ? ifname : "", ifname && *ifname ? sysfs_speed(ifname) : -1};
   client.set(fmt::format("mlrun_doctor_bw/link/{}", rank),
              nlohmann::json{{"host", mine.host}, {"iface", mine.iface}, {"speed", mine.speed_mbps}}
                  .dump());
 
-  rdzv::GlooStore store(client, "mlrun_doctor_bw");
-  auto device = gloo::transport::tcp::CreateDevice(device_attr(one_host));
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
-  context->setTimeout(timeout);
-  context->connectFullMesh(store, device);
+  std::unique_ptr<SweepCollective> collective;
+  if (backend == "nccl") {
+    collective = make_nccl_collective(client, o);
+  } else {
+#ifdef MLRUN_HAVE_GLOO_SWEEP
+    collective = std::make_unique<GlooCollective>(client, o, one_host);
+#else
+    throw SweepError(
+        "this mlrun was built without Gloo (libgloo-dev), so it has no Gloo sweep; "
+        "--backend nccl measures with NCCL where there are GPUs");
+#endif
+  }
 
   std::vector<std::size_t> sizes = sweep_sizes(o);
-  const std::size_t max_count = sizes.empty() ? 1 : sizes.back() / 4;
-  std::vector<float> in(max_count), out(max_count);
-  for (std::size_t i = 0; i < max_count; ++i) in[i] = input_value(rank, i);
+  collective->prepare(sizes.empty() ? 1 : sizes.back() / 4);
 
   const char* groups = std::getenv("GROUP_WORLD_SIZE");
   int nnodes = one_host ? 1 : (groups != nullptr ? std::atoi(groups) : 0);
   if (rank == 0) {
     fmt::print(
-        "# mlrun doctor --bandwidth: Gloo all-reduce (ring), {} ranks on {} node{}, "
+        "# mlrun doctor --bandwidth: {}, {} rank{} on {} node{}, "
         "{} warm-up + {} timed iterations per size; time is the slowest rank's mean\n",
-        world, nnodes, nnodes == 1 ? "" : "s", o.warmup, o.iters);
+        collective->title(), world, world == 1 ? "" : "s", nnodes, nnodes == 1 ? "" : "s", o.warmup,
+        o.iters);
     fmt::print("{}", sweep_table_header());
     std::fflush(stdout);
   }
@@ -340,40 +426,22 @@ int run_sweep(const SweepOptions& o) {
   std::size_t peak_bytes = 0;
   for (std::size_t bytes : sizes) {
     const std::size_t count = bytes / 4;
-    std::fill(out.begin(), out.begin() + static_cast<long>(count), -1.0f);
-    gloo::AllreduceOptions opts(context);
-    opts.setInput(in.data(), count);
-    opts.setOutput(out.data(), count);
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-    opts.setTimeout(timeout);
-    for (int w = 0; w < o.warmup; ++w) gloo::allreduce(opts);
-    gloo::BarrierOptions barrier(context);
-    barrier.setTimeout(timeout);
-    gloo::barrier(barrier);
-    auto t0 = Clock::now();
-    for (int n = 0; n < o.iters; ++n) gloo::allreduce(opts);
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
+    double us = collective->time_allreduce(count, o.warmup, o.iters);
+    const float* out = collective->output(count);
     long wrong = 0;
     for (std::size_t i = 0; i < count; ++i) {
-      if (out[i] != expected_value(world, i)) {
+      if (out[i] != sweep_expected(world, i)) {
         if (wrong++ < 3) {
           fmt::print(stderr, "allreduce-sweep: rank {}: {} B: element {} is {}, expected {}\n",
-                     rank, bytes, i, out[i], expected_value(world, i));
+                     rank, bytes, i, out[i], sweep_expected(world, i));
         }
       }
     }
     std::vector<double> slowest = {us};
-    reduce_doubles(context, slowest, true, timeout);
+    collective->reduce(slowest, true);
     std::vector<double> wrongs = {static_cast<double>(wrong)};
-    reduce_doubles(context, wrongs, false, timeout);
-    SweepRow row;
-    row.bytes = bytes;
-    row.time_us = slowest[0];
-    row.algbw = row.time_us > 0 ? bytes / (row.time_us * 1e3) : 0;  // bytes/us/1e3 = GB/s
-    row.busbw = allreduce_bus_bandwidth(row.algbw, world);
-    row.wrong = static_cast<long>(wrongs[0]);
+    collective->reduce(wrongs, false);
+    SweepRow row = make_sweep_row(bytes, slowest[0], world, static_cast<long>(wrongs[0]));
     wrong_total += row.wrong;
     sum_busbw += row.busbw;
     if (row.busbw > peak) {
@@ -397,12 +465,14 @@ int run_sweep(const SweepOptions& o) {
                        j.at("speed").get<int>()});
     }
     bool warn = false;
-    for (const auto& line : link_verdict(peak, peak_bytes, o.max_bytes, one_host, links, &warn)) {
+    for (const auto& line :
+         link_verdict(peak, peak_bytes, o.max_bytes, one_host, links, &warn, backend)) {
       fmt::print("{}\n", line);
     }
     std::fflush(stdout);
   }
-  // Nobody leaves while a peer may still read from its pairs.
+  // Nobody leaves while a peer may still read from its pairs (Gloo), or while NCCL's bootstrap
+  // root, in rank 0's process, may still serve a peer.
   client.barrier("mlrun_doctor_bw/done");
   if (wrong_total > 0) {
     if (rank == 0) fmt::print(stderr, "allreduce-sweep: {} wrong values\n", wrong_total);
@@ -425,43 +495,37 @@ int allreduce_sweep_command(const std::vector<std::string>& args) {
   check_sweep_options(o, errors);
   for (const auto& e : errors) fmt::print(stderr, "mlrun: error: {}\n", e);
   if (!errors.empty()) return 2;
-  const char* backend = std::getenv("MLRUN_BACKEND");
+  const char* backend_env = std::getenv("MLRUN_BACKEND");
+  std::string backend = backend_env != nullptr && *backend_env != '\0' ? backend_env : "gloo";
   const char* rank = std::getenv("RANK");
   bool rank0 = rank == nullptr || std::string(rank) == "0";
-  if (backend != nullptr && std::string(backend) == "nccl") {
-    if (rank0) {
-      fmt::print(stderr,
-                 "mlrun: error: the backend here is NCCL, and mlrun's NCCL bandwidth sweep is not "
-                 "implemented yet; `mlrun doctor --bandwidth --backend gloo` measures the same "
-                 "hosts over TCP with Gloo (not NCCL's own numbers; nccl-tests' all_reduce_perf "
-                 "gives those)\n");
-    }
-    // Rank 0 alone says no and fails; the others end quietly, so that the job's first (and
-    // only) failure is the one that says why, whatever order the ranks end in.
-    return rank0 ? 2 : 0;
-  }
-  if (backend != nullptr && std::string(backend) == "mpi") {
+  if (backend == "mpi") {
     if (rank0) {
       fmt::print(stderr,
                  "mlrun: error: the bandwidth sweep has no MPI path; `mlrun doctor --bandwidth "
                  "--backend gloo` measures the same interfaces over TCP\n");
     }
+    // Rank 0 alone says no and fails; the others end quietly, so that the job's first (and
+    // only) failure is the one that says why, whatever order the ranks end in.
     return rank0 ? 2 : 0;
   }
-#ifdef MLRUN_HAVE_GLOO_SWEEP
+#ifdef MLRUN_SWEEP_PROGRAM
   try {
-    return run_sweep(o);
+    return run_sweep(o, backend);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "allreduce-sweep: rank {}: {}\n", rank ? rank : "?", e.what());
+    // Each rank names itself: where every rank fails alike (no GPU anywhere), whichever ends
+    // first is the job's first failure, and its line says enough.
+    fmt::print(stderr, "allreduce-sweep: rank {} on {}: {}\n", rank ? rank : "?", this_host(),
+               e.what());
     return 1;
   }
 #else
   if (rank0) {
     fmt::print(stderr,
-               "mlrun: error: this mlrun was built without Gloo (libgloo-dev), so it has no "
-               "bandwidth sweep\n");
+               "mlrun: error: the sweep's ranks run mlrun-allreduce-sweep (installed next to "
+               "mlrun), not mlrun itself\n");
   }
-  return 2;
+  return rank0 ? 2 : 0;
 #endif
 }
 

@@ -1,6 +1,6 @@
 // mlrun-allreduce-sweep: one rank of `mlrun doctor --bandwidth`. A program of its own so that
-// Gloo (and the InfiniBand libraries it pulls in) is loaded by the sweep's ranks only, never by
-// the launcher, whose memory stays small.
+// Gloo (and the InfiniBand libraries it pulls in), the CUDA runtime and NCCL are loaded by the
+// sweep's ranks only, never by the launcher, whose memory stays small.
 #include <string>
 #include <vector>
 

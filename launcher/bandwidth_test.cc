@@ -1,4 +1,5 @@
 #include "launcher/bandwidth.h"
+#include "launcher/sweep.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -99,6 +100,68 @@ TEST(LinkVerdict, OneHostCrossesNoLink) {
   EXPECT_FALSE(warn);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], HasSubstr("crossed no network link"));
+}
+
+TEST(SweepRow, BandwidthsFromTheSlowestMeanTime) {
+  SweepRow r = make_sweep_row(1000000, 1000.0, 4, 2);
+  EXPECT_DOUBLE_EQ(r.algbw, 1.0);  // 1e6 B in 1 ms: 1 GB/s.
+  EXPECT_DOUBLE_EQ(r.busbw, 1.5);  // x 2(4-1)/4.
+  EXPECT_EQ(r.wrong, 2);
+  EXPECT_DOUBLE_EQ(make_sweep_row(8, 0, 2, 0).algbw, 0);
+  EXPECT_DOUBLE_EQ(make_sweep_row(1 << 20, 10.0, 1, 0).busbw, 0);  // One rank moves nothing.
+}
+
+TEST(SweepValues, ExpectedIsTheSumOfEveryRanksInput) {
+  for (int world = 1; world <= 64; world *= 2) {
+    for (std::size_t i = 0; i < 40; ++i) {
+      float sum = 0;
+      for (int r = 0; r < world; ++r) sum += sweep_input(r, i);
+      EXPECT_EQ(sum, sweep_expected(world, i)) << world << " ranks, element " << i;
+    }
+  }
+}
+
+TEST(SweepGpu, OneGpuPerLocalRank) {
+  std::string why;
+  EXPECT_EQ(sweep_gpu(0, 1, &why), 0);
+  EXPECT_EQ(sweep_gpu(3, 8, &why), 3);
+  EXPECT_TRUE(why.empty());
+  EXPECT_EQ(sweep_gpu(2, 2, &why), std::nullopt);
+  EXPECT_THAT(why, HasSubstr("LOCAL_RANK 2 has no GPU of its own: this process sees 2 GPUs"));
+  EXPECT_THAT(why, HasSubstr("run at most 2 ranks per node"));
+  EXPECT_EQ(sweep_gpu(0, 0, &why), std::nullopt);
+}
+
+TEST(LinkVerdict, NcclNamesItsVariableAndItsOnHostPath) {
+  bool warn = true;
+  auto lines = link_verdict(0.01, 8, 8, true, {{"a", "eth0", 100000}}, &warn, "nccl");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("NVLink, PCIe or shared memory"));
+  lines = link_verdict(0.01, 8, 8, false, {{"a", "", -1}}, &warn, "nccl");
+  EXPECT_THAT(lines.back(), HasSubstr("NCCL_SOCKET_IFNAME is not set"));
+  EXPECT_STREQ(sweep_iface_variable("nccl"), "NCCL_SOCKET_IFNAME");
+  EXPECT_STREQ(sweep_iface_variable("gloo"), "GLOO_SOCKET_IFNAME");
+}
+
+// The NCCL path needs no CUDA to build; where a library is missing it says which, and what was
+// tried, instead of failing later.
+TEST(NcclSweepLibraries, MissingLibraryIsNamed) {
+  NcclLibraryNames names;
+  names.cudart = {"libmlrun-test-absent-cudart.so"};
+  try {
+    load_nccl_libraries(names);
+    FAIL() << "loaded an absent library";
+  } catch (const SweepError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("NCCL sweep: cannot load the CUDA runtime (libcudart) "
+                                    "(tried libmlrun-test-absent-cudart.so): "));
+  }
+  names.cudart = {"libc.so.6"};  // Loads, but is not the CUDA runtime.
+  try {
+    load_nccl_libraries(names);
+    FAIL() << "libc taken for the CUDA runtime";
+  } catch (const SweepError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cudaGetDeviceCount is not in the loaded library"));
+  }
 }
 
 }  // namespace

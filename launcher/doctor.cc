@@ -452,11 +452,13 @@ DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
   }
   if (o.bandwidth) {
     check_sweep_options(o.sweep, r.errors);
+    // One rank measures no link, but a 1-rank NCCL communicator runs the whole GPU path: the
+    // check to make on a machine with one GPU.
     if (o.hostfile.empty() && o.hosts.empty() &&
-        (o.nproc_per_node.empty() || o.nproc_per_node == "1")) {
+        (o.nproc_per_node.empty() || o.nproc_per_node == "1") && o.backend != "nccl") {
       r.errors.push_back(
-          "doctor: --bandwidth needs at least 2 ranks: give -H/--hostfile, or --nproc_per_node N "
-          "for N ranks on this host");
+          "doctor: --bandwidth needs at least 2 ranks (1 with --backend nccl): give "
+          "-H/--hostfile, or --nproc_per_node N for N ranks on this host");
     }
     if (o.json) r.errors.push_back("doctor: --bandwidth prints a table; --json is for the report");
     if (!o.connect_test.empty())
@@ -492,10 +494,11 @@ std::string doctor_usage() {
          "--port (default: a free one) and each host tries a TCP connect to it within\n"
          "--timeout-ms. Exit code 1 when any host has a problem, 2 for a usage error.\n"
          "\n"
-         "--bandwidth launches an all-reduce sweep (Gloo, float32 sum, out of place) over the\n"
-         "planned ranks through mlrun, prints it as nccl-tests' all_reduce_perf does (sizes -b\n"
-         "to -e, times -f; -n timed and -w warm-up iterations), checks every value, and compares\n"
-         "the peak bus bandwidth with the chosen interface's link speed.\n";
+         "--bandwidth launches an all-reduce sweep (float32 sum, out of place) over the planned\n"
+         "ranks through mlrun, with the backend a job would get: Gloo over TCP, or NCCL with\n"
+         "one GPU per rank. It prints it as nccl-tests' all_reduce_perf does (sizes -b to -e,\n"
+         "times -f; -n timed and -w warm-up iterations), checks every value, and compares the\n"
+         "peak bus bandwidth with the chosen interface's link speed.\n";
 }
 
 BackendChoice choose_backend(const std::string& requested, int gpus, const Component& nccl) {
@@ -507,13 +510,6 @@ BackendChoice choose_backend(const std::string& requested, int gpus, const Compo
   if (gpus > 0) return {"gloo", fmt::format("{} NVIDIA GPU(s) but no NCCL (libnccl.so.2)", gpus)};
   if (nccl.found) return {"gloo", "no NVIDIA GPU (NCCL is installed but needs one)"};
   return {"gloo", "no NVIDIA GPU and no NCCL"};
-}
-
-std::string decode_nccl_version(int code) {
-  if (code <= 0) return "";
-  // NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z before 2.9, X*10000+Y*100+Z since.
-  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
-  return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
 }
 
 std::string parse_gpu_model(std::string_view information) {
@@ -853,13 +849,13 @@ int bandwidth_command(const DoctorOptions& o) {
   argv.insert(argv.end(), {"--backend", o.backend});
   if (o.iface != "auto") argv.insert(argv.end(), {"--iface", o.iface});
   if (!o.master_addr.empty()) argv.insert(argv.end(), {"--master_addr", o.master_addr});
-  // Each rank runs the sweep program installed next to mlrun (it alone loads Gloo).
+  // Each rank runs the sweep program installed next to mlrun (it alone loads Gloo or CUDA).
   std::string sweep =
       (std::filesystem::path(self).parent_path() / "mlrun-allreduce-sweep").string();
   if (access(sweep.c_str(), X_OK) != 0) {
     fmt::print(stderr,
-               "mlrun: error: doctor --bandwidth: {} not found: this mlrun was built without Gloo "
-               "(Debian: libgloo-dev)\n",
+               "mlrun: error: doctor --bandwidth: {} not found: it is built and installed with "
+               "mlrun, next to it\n",
                sweep);
     return 2;
   }

@@ -138,10 +138,6 @@ HostReport host_from_json(const nlohmann::json& j);
 /// is kept. The reason says what decided it.
 BackendChoice choose_backend(const std::string& requested, int gpus, const Component& nccl);
 
-/// ncclGetVersion's code as "major.minor.patch": 2.9 and later encode X*10000+Y*100+Z, older
-/// ones X*1000+Y*100+Z.
-std::string decode_nccl_version(int code);
-
 /// The "Model:" value of a /proc/driver/nvidia/gpus/*/information file; empty when absent.
 std::string parse_gpu_model(std::string_view information);
 

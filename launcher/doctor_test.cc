@@ -240,6 +240,11 @@ TEST(ParseDoctorArgs, RemoteAndBandwidthErrors) {
   ASSERT_EQ(b.errors.size(), 2u);
   EXPECT_THAT(b.errors[0], HasSubstr("is larger than -e"));
   EXPECT_THAT(b.errors[1], HasSubstr("needs at least 2 ranks"));
+  // One NCCL rank runs the whole GPU path (a 1-rank communicator): allowed.
+  EXPECT_TRUE(parse_doctor_args({"--bandwidth", "--backend", "nccl"}).errors.empty());
+  EXPECT_EQ(parse_doctor_args({"--bandwidth", "--backend", "gloo", "--nproc_per_node", "1"})
+                .errors.size(),
+            1u);
 }
 
 TEST(HostJson, ARemoteReportRoundTrips) {
