@@ -161,7 +161,7 @@ std::string resolve_program(const std::string& program, const std::string& path_
     auto colon = rest.find(':');
     std::string dir(rest.substr(0, colon));
     if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + program;
+    std::string candidate = fmt::format("{}/{}", dir, program);
     if (is_executable_file(candidate)) return candidate;
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);
