@@ -159,9 +159,8 @@ std::string resolve_program(const std::string& program, const std::string& path_
   std::string_view rest = path_env;
   while (true) {
     auto colon = rest.find(':');
-    std::string dir(rest.substr(0, colon));
-    if (dir.empty()) dir = ".";
-    std::string candidate = fmt::format("{}/{}", dir, program);
+    std::string_view dir = rest.substr(0, colon);
+    std::string candidate = fmt::format("{}/{}", dir.empty() ? "." : dir, program);
     if (is_executable_file(candidate)) return candidate;
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);
