@@ -1,0 +1,268 @@
+// The rendezvous server's insides, shared by its source files (internal, not installed):
+//   server.cc          accepting; connections (reading, writing, closing); hello, dispatch,
+//                      abort and stop; ServerCore and the public Server
+//   server_store.cc    the key-value store, barriers, joins, and held (blocking) requests
+//   server_elastic.cc  elastic groups: membership rounds, member heartbeats, lost members
+#pragma once
+
+#include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "rendezvous/protocol.h"
+#include "rendezvous/server.h"
+
+namespace mlrun::rendezvous {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+// The protocol's messages by their own names: this header is included by the server's
+// source files only.
+using namespace proto;
+
+enum class Held { kNone, kGet, kWait, kBarrier, kJoin, kElasticJoin };
+
+struct Conn {
+  Conn(asio::io_context& io, tcp::socket s) : socket(std::move(s)), deadline(io), wait_timer(io) {}
+
+  tcp::socket socket;
+  asio::steady_timer deadline;    // handshake, rest of a frame, or flushing before close
+  asio::steady_timer wait_timer;  // timeout of the held request
+  std::uint64_t deadline_seq = 0;
+  std::string peer;
+  bool authed = false;
+  // Set once a join completed for this connection: "index 2 of join group \"g\"". Such a
+  // connection timing out (keepalive) means a member of the job vanished.
+  std::string joined;
+  bool clean_eof = false;  // the peer closed the connection (FIN), not a reset or a timeout
+  bool closing = false;    // last reply queued; close once it is flushed
+  bool closed = false;     // out of the registry, socket closed
+  bool in_flight = false;  // a request read and not yet answered
+  // Received bytes not yet handled: in[0, in_used). header: the last decoded frame header.
+  std::vector<std::uint8_t> in;
+  std::size_t in_used = 0;
+  bool partial = false;  // an authenticated peer's unfinished frame; its deadline is armed
+  Header header;
+  // At most two frames: the reply to the one request in flight, and a final error.
+  std::deque<std::string> out;
+  bool writing = false;
+
+  // The held (blocking) request, answered when its condition holds or its timer fires.
+  Held held = Held::kNone;
+  std::uint64_t held_seq = 0;
+  Op held_op = Op::kHello;
+  std::uint32_t held_id = 0;
+  std::uint32_t held_timeout_ms = 0;
+  std::string held_name;  // get/wait: the key registered on; barrier/join: the name
+  std::vector<std::string> wait_keys;
+  std::size_t wait_next = 0;  // wait: index of the first key not yet seen set
+};
+using ConnPtr = std::shared_ptr<Conn>;
+
+struct BarrierState {
+  std::uint32_t count = 0;
+  std::unordered_set<Conn*> arrived;
+};
+
+struct JoinMember {
+  std::uint64_t seq = 0;  // join order
+  std::int32_t index = -1;
+  std::uint32_t weight = 1;
+};
+
+struct JoinGroup {
+  std::uint32_t size = 0;
+  bool complete = false;
+  std::unordered_map<Conn*, JoinMember> members;
+  std::unordered_set<std::int32_t> claimed;
+};
+
+// Elastic groups (docs/protocol.md, "Elastic groups"): membership rounds of nodes that come and
+// go. A waiter for the next round.
+struct ElasticWaiter {
+  Conn* conn = nullptr;
+  std::string member;
+  std::int32_t hint = -1;
+  std::uint32_t weight = 1;
+  std::uint64_t seq = 0;
+};
+// A member of the round that closed last, at its index.
+struct ElasticSeat {
+  std::string member;
+  std::uint32_t weight = 1;
+  bool alive = true;
+};
+// When a member was last heard from, and the connection its heartbeats come on.
+struct Heard {
+  std::chrono::steady_clock::time_point at{};
+  std::chrono::system_clock::time_point wall{};
+  Conn* conn = nullptr;
+};
+struct LostMember {
+  std::uint32_t index = 0;
+  std::string member;
+  std::string last_heard;  // "HH:MM:SS" local time
+  double silent_s = 0;
+  std::string why;
+};
+struct ElasticGroup {
+  bool configured = false;
+  std::uint32_t min = 1, max = 1, last_call_ms = 0, heartbeat_timeout_ms = 0;
+  std::uint32_t next_round = 0;  // the round being formed
+  bool running = false;          // round next_round - 1 has closed; seats are its members
+  std::vector<ElasticSeat> seats;
+  std::vector<ElasticWaiter> waiting;
+  std::shared_ptr<asio::steady_timer> last_call;
+  bool last_call_passed = false;
+  std::unordered_map<std::string, Heard> heard;
+  std::unordered_map<std::string, std::string> lost_members;  // member -> why
+  std::vector<std::string> joined;                            // new members, this round
+  std::vector<LostMember> lost;                               // seats lost, this round
+};
+
+// s, sanitised and cut to 128 bytes, in double quotes: for error messages and log lines.
+std::string quoted(std::string_view s);
+
+class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(asio::io_context& io, ServerOptions options) : io_(io), options_(std::move(options)) {}
+
+  void listen();
+  int port() const { return port_; }
+  std::string endpoint() const { return endpoint_; }
+  void abort(std::string_view reason);
+  void clear_abort() { aborted_.reset(); }
+  const std::optional<std::string>& aborted() const { return aborted_; }
+  std::size_t connections() const { return conns_.size(); }
+  std::size_t held_requests() const {
+    return static_cast<std::size_t>(std::count_if(
+        conns_.begin(), conns_.end(), [](const auto& c) { return c.second->held != Held::kNone; }));
+  }
+  void stop();
+
+ private:
+  void log(std::string_view line) {
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::fprintf(stderr, "mlrun rdzv: %.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  }
+
+  // Accepting.
+  struct Listener {
+    explicit Listener(asio::io_context& io) : acceptor(io), retry_timer(io) {}
+    tcp::acceptor acceptor;
+    asio::steady_timer retry_timer;
+  };
+  bool bind_listeners(const tcp::endpoint& at, std::string* why);
+  void accept(Listener& l);
+  void drain_backlog(tcp::acceptor& acceptor);
+  void adopt(tcp::socket socket);
+
+  // Reading and writing.
+  void read_more(const ConnPtr& c);
+  // Handles every whole frame in c->in; false when the connection is closing.
+  bool take_frames(const ConnPtr& c);
+  void arm_deadline(const ConnPtr& c, std::chrono::milliseconds after, std::string_view why);
+  void send(const ConnPtr& c, std::string frame);
+  void write_next(const ConnPtr& c);
+  void reply(const ConnPtr& c, std::string frame) {
+    c->in_flight = false;
+    send(c, std::move(frame));
+  }
+  // Replies with an error, logs one line with the peer, and closes after the reply is sent.
+  void refuse(const ConnPtr& c, std::uint8_t op, std::uint32_t id, Status status,
+              std::string_view message, std::string_view log_line);
+  void close_after_flush(const ConnPtr& c);
+  void linger(const ConnPtr& c);
+  void close(const ConnPtr& c);
+  // A member of a completed join whose connection timed out (its host died or its link was cut,
+  // so no FIN or RST came) is gone for good: abort the job, naming it.
+  void lost_if_silent(const ConnPtr& c, const error_code& ec);
+
+  // Requests.
+  void on_frame(const ConnPtr& c, std::span<const std::uint8_t> payload);
+  void on_hello(const ConnPtr& c, const Hello& r);
+  void dispatch(const ConnPtr& c, Request& request);
+  void handle(const ConnPtr& c, Set& r);
+  void handle(const ConnPtr& c, Get& r);
+  void handle(const ConnPtr& c, Add& r);
+  void handle(const ConnPtr& c, CompareSet& r);
+  void handle(const ConnPtr& c, Wait& r);
+  void handle(const ConnPtr& c, Delete& r);
+  void handle(const ConnPtr& c, Barrier& r);
+  void handle(const ConnPtr& c, Join& r);
+  void handle(const ConnPtr& c, Heartbeat& r);
+  void handle(const ConnPtr& c, Abort& r);
+  void handle(const ConnPtr& c, ElasticJoin& r);
+  void handle(const ConnPtr& c, MemberHeartbeat& r);
+  void handle(const ConnPtr&, Hello&) {}
+
+  // Elastic groups.
+  void maybe_close_round(const std::string& name);
+  void close_round(const std::string& name, ElasticGroup& g);
+  // quiet: no log line (a member that closed its connection cleanly, as every node does when the
+  // job ends; the nodes report membership changes themselves).
+  void lose_member(const std::string& name, ElasticGroup& g, std::uint32_t index, std::string why,
+                   bool quiet = false);
+  void publish_change(const std::string& name, ElasticGroup& g);
+  void sweep();
+  std::string elastic_wait_text(const std::string& name, const ElasticGroup& g) const;
+  // Sets a key from the server itself (no size check against a client's request) and wakes
+  // its waiters.
+  void put(const std::string& key, std::string value);
+
+  // The store.
+  bool store(const ConnPtr& c, const std::string& key, std::string value);
+  void notify(const std::string& key);
+  bool advance_wait(Conn& c);
+
+  // Held requests.
+  void hold(const ConnPtr& c, Held kind, std::uint32_t timeout_ms, std::string name);
+  void unhold(Conn& c);
+  void on_timeout(const ConnPtr& c);
+  ConnPtr find(Conn* c) {
+    auto it = conns_.find(c);
+    return it == conns_.end() ? nullptr : it->second;
+  }
+
+  asio::io_context& io_;
+  ServerOptions options_;
+  // kListeners sockets bound to one address and port; never resized after listen().
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  int port_ = 0;
+  std::string endpoint_;
+  bool stopped_ = false;
+  std::optional<std::string> aborted_;
+  std::chrono::steady_clock::time_point last_accept_error_log_{};
+
+  std::unordered_map<Conn*, ConnPtr> conns_;
+  std::unordered_map<std::string, std::string> store_;
+  std::size_t store_bytes_ = 0;
+  std::unordered_map<std::string, std::unordered_set<Conn*>> key_waiters_;
+  std::unordered_map<std::string, BarrierState> barriers_;
+  std::unordered_map<std::string, JoinGroup> groups_;
+  std::uint64_t join_seq_ = 0;
+  std::unordered_map<std::string, ElasticGroup> elastic_;
+  // Heartbeat connections: a member's lifeline. Its close loses the member.
+  std::unordered_map<Conn*, std::pair<std::string, std::string>> heartbeat_conns_;
+  std::unique_ptr<asio::steady_timer> sweep_timer_;
+};
+
+}  // namespace mlrun::rendezvous
