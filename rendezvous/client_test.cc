@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "mlrun/rendezvous.hpp"
+#include "rendezvous/protocol.h"
 
 namespace mlrun::rendezvous {
 namespace {
@@ -75,6 +76,22 @@ TEST_F(ClientTest, KeyValueStore) {
   c.wait({});
   // The connection is still fine after all the errors above.
   c.heartbeat();
+}
+
+// Replies come through the client's 4 KiB read buffer: values around its size and the largest
+// value the protocol allows come back byte for byte, one after the other on one connection.
+TEST_F(ClientTest, ValuesOfEverySizeComeBackWhole) {
+  Client c = connect();
+  std::int64_t small = 0;  // a small reply after each large one: the stream stays in step
+  for (std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{4000}, std::size_t{4071}, std::size_t{4096},
+        std::size_t{4097}, std::size_t{70'000}, proto::kMaxValueBytes}) {
+    std::string value(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) value[i] = static_cast<char>(i * 131 + n);
+    c.set("v", value);
+    EXPECT_EQ(c.get("v"), value) << n << " bytes";
+    EXPECT_EQ(c.add("after", 1), ++small);
+  }
 }
 
 TEST_F(ClientTest, GetAndWaitBlockUntilAnotherClientSets) {
