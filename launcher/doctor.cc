@@ -8,14 +8,15 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -44,6 +45,9 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kMpirunTimeoutSeconds = 10;
+
+// The probe run_bounded is waiting for (0: none), for the stdin lifeline to kill on its way out.
+std::atomic<pid_t> g_probe_child{0};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -94,6 +98,7 @@ BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seco
     r.error = e.what();
     return r;
   }
+  g_probe_child = p.pid;
   auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000));
   pollfd fds[2] = {{p.stdout_fd, POLLIN, 0}, {p.stderr_fd, POLLIN, 0}};
@@ -142,6 +147,7 @@ BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seco
   }
   // Whatever the probe left behind in its group goes too.
   spawner->signal_group(p.pid, SIGKILL);
+  g_probe_child = 0;
   return r;
 }
 
@@ -421,6 +427,14 @@ DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
         r.errors.push_back(
             fmt::format("doctor: --ssh-timeout-ms={}: expected milliseconds (1 to 600000)", value));
       }
+    } else if (arg == "--probe_timeout") {
+      if (!take("--probe-timeout")) continue;
+      if (!parse_int_in(value, 1, 3600, o.probe_timeout_s)) {
+        r.errors.push_back(
+            fmt::format("doctor: --probe-timeout={}: expected seconds (1 to 3600)", value));
+      }
+    } else if (arg == "--stdin_lifeline") {
+      o.stdin_lifeline = true;
     } else if (arg == "--connect_test") {
       if (!take("--connect-test")) continue;
       std::string host;
@@ -479,6 +493,7 @@ std::string doctor_usage() {
          "                    [--backend auto|nccl|gloo|mpi] [--iface NAME|auto]\n"
          "                    [--master_addr ADDR] [--python-timeout SECONDS]\n"
          "                    [--port P] [--ssh-timeout-ms N] [--timeout-ms N]\n"
+         "                    [--probe-timeout SECONDS]\n"
          "       mlrun doctor --bandwidth [--hostfile FILE | -H HOSTS | --nproc_per_node N]\n"
          "                    [--backend ...] [--iface ...] [-b 8] [-e 128M] [-f 2] [-n 20] [-w "
          "5]\n"
@@ -492,7 +507,9 @@ std::string doctor_usage() {
          "hosts at once, each bounded by --ssh-timeout-ms), the same report made there, and\n"
          "whether it can reach the rendezvous port: doctor serves a rendezvous on this host on\n"
          "--port (default: a free one) and each host tries a TCP connect to it within\n"
-         "--timeout-ms. Exit code 1 when any host has a problem, 2 for a usage error.\n"
+         "--timeout-ms. The whole remote phase is bounded by --probe-timeout (default 60 s, or\n"
+         "more when the other bounds add up to more); a host with no report by then is named.\n"
+         "Exit code 1 when any host has a problem, 2 for a usage error.\n"
          "\n"
          "--bandwidth launches an all-reduce sweep (float32 sum, out of place) over the planned\n"
          "ranks through mlrun, with the backend a job would get: Gloo over TCP, or NCCL with\n"
@@ -620,7 +637,9 @@ std::string host_text(const HostReport& h) {
       return s;
     }
     s += "  SSH         ok\n";
-    if (!h.probe_error.empty()) {
+    if (h.probe_timed_out) {
+      s += fmt::format("  Probe       {}\n", h.probe_error);
+    } else if (!h.probe_error.empty()) {
       s += fmt::format("  Probe       failed: {}\n", h.probe_error);
     }
   }
@@ -688,29 +707,9 @@ std::string string_or_empty(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
-// What a file descriptor (a memfd the remote output was written to) holds, up to 1 MiB.
-std::string read_all(int fd) {
-  std::string out;
-  lseek(fd, 0, SEEK_SET);
-  char buf[8192];
-  while (out.size() < (1u << 20)) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
-}
-
-// The remote half of the report: `mlrun doctor --json --connect-test ...` on one host over its
-// session, parsed into its section.
-HostReport probe_remote(SshSession& session, const HostEntry& entry, const DoctorOptions& o,
-                        int port) {
-  HostReport h;
-  h.host = entry.host;
-  h.local = false;
-  h.address = session.local_address();
-  std::string target = make_endpoint(h.address, port);
+// The command that makes one host's half of the report: `mlrun doctor --json --connect-test ...`
+// there, toward this host's address on the connection, with the rendezvous port to try.
+std::string remote_probe_command(const DoctorOptions& o, const std::string& address, int port) {
   // The job's workers get this host's PATH, LD_LIBRARY_PATH and PYTHON (DESIGN §6), so the
   // probe there runs with them too: it then finds what the job would find.
   std::string command = "exec env";
@@ -718,36 +717,29 @@ HostReport probe_remote(SshSession& session, const HostEntry& entry, const Docto
     if (const char* v = std::getenv(name))
       command += " " + shell_quote(fmt::format("{}={}", name, v));
   }
-  std::vector<std::string> args = {self_path(),
-                                   "doctor",
-                                   "--json",
-                                   "--master_addr",
-                                   h.address,
-                                   "--connect-test",
-                                   target,
-                                   "--timeout-ms",
-                                   std::to_string(o.timeout_ms),
-                                   "--python-timeout",
-                                   fmt::format("{}", o.python_timeout),
-                                   "--backend",
-                                   o.backend,
-                                   "--iface",
-                                   o.iface};
+  // --stdin-lifeline: the probe there ends when its stdin does, i.e. when this doctor stops
+  // waiting for it or dies; nothing is left running on a host that was given up on.
+  std::vector<std::string> args = {self_path(),        "doctor",
+                                   "--json",           "--stdin-lifeline",
+                                   "--master_addr",    address,
+                                   "--connect-test",   make_endpoint(address, port),
+                                   "--timeout-ms",     std::to_string(o.timeout_ms),
+                                   "--python-timeout", fmt::format("{}", o.python_timeout),
+                                   "--backend",        o.backend,
+                                   "--iface",          o.iface};
   for (const auto& a : args) command += " " + shell_quote(a);
-  int out_fd = memfd_create("mlrun-doctor-out", MFD_CLOEXEC);
-  int err_fd = memfd_create("mlrun-doctor-err", MFD_CLOEXEC);
-  if (out_fd < 0 || err_fd < 0) {
-    h.probe_error = fmt::format("memfd_create: {}", std::strerror(errno));
-    if (out_fd >= 0) close(out_fd);
-    if (err_fd >= 0) close(err_fd);
-    return h;
-  }
-  RemoteExit ex = session.run(command, "", out_fd, err_fd);
-  std::string out = read_all(out_fd), err = read_all(err_fd);
-  close(out_fd);
-  close(err_fd);
+  return command;
+}
+
+// One host's section from what its probe printed (stdout: the JSON report) and how it ended.
+HostReport remote_section(const HostEntry& entry, const std::string& address, const RemoteExit& ex,
+                          const std::string& out, const std::string& err) {
+  HostReport h;
+  h.host = entry.host;
+  h.local = false;
+  h.address = address;
   if (!ex.error.empty()) {
-    h.probe_error = fmt::format("{} ({})", ex.error, args[0]);
+    h.probe_error = fmt::format("{} ({})", ex.error, self_path());
     return h;
   }
   try {
@@ -757,7 +749,7 @@ HostReport probe_remote(SshSession& session, const HostEntry& entry, const Docto
     probed.host = entry.host;
     probed.hostname = name == entry.host ? "" : name;
     probed.local = false;
-    probed.address = h.address;
+    probed.address = address;
     if (!probed.rendezvous_port) {
       probed.probe_error = "its mlrun did not report the rendezvous-port check (an older mlrun?)";
     }
@@ -765,7 +757,7 @@ HostReport probe_remote(SshSession& session, const HostEntry& entry, const Docto
   } catch (const std::exception& e) {
     std::string why = last_line(err);
     if (why.empty()) why = e.what();
-    h.probe_error = fmt::format("`{} doctor --json` there {}: {}", args[0],
+    h.probe_error = fmt::format("`{} doctor --json` there {}: {}", self_path(),
                                 ex.exit_code >= 0    ? fmt::format("exited with {}", ex.exit_code)
                                 : !ex.signal.empty() ? fmt::format("died of SIG{}", ex.signal)
                                                      : std::string("ended without a status"),
@@ -774,9 +766,66 @@ HostReport probe_remote(SshSession& session, const HostEntry& entry, const Docto
   }
 }
 
-// Every listed host other than this one: SSH to all at once, then the probe on each in a thread
-// of its own, against a rendezvous served here on o.port. Returns 0, or 1 when nothing could be
-// served.
+// A probe running on one host, its output collected as it comes.
+struct RunningProbe {
+  std::size_t index = 0;  // In the list of remote hosts.
+  std::string address;
+  std::optional<RemoteCommand> command;
+  std::string out, err;
+  bool out_open = true, err_open = true, ended = false;
+};
+
+// Reads what fd has now into sink (kept up to 1 MiB: a report is a few KiB); false at EOF.
+bool drain(int fd, std::string& sink) {
+  char buf[8192];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) {
+      if (sink.size() < (1u << 20)) sink.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+// Collects every probe's output until each has ended or the deadline passes. A probe ends when
+// its command is done and both of its pipes are drained.
+void collect_probes(std::vector<RunningProbe>& probes, Clock::time_point deadline) {
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<RunningProbe*, int>> owners;  // 0 stdout, 1 stderr, 2 done
+    for (auto& p : probes) {
+      if (p.ended) continue;
+      if (p.out_open) fds.push_back({p.command->stdout_fd(), POLLIN, 0}), owners.push_back({&p, 0});
+      if (p.err_open) fds.push_back({p.command->stderr_fd(), POLLIN, 0}), owners.push_back({&p, 1});
+      fds.push_back({p.command->done_fd(), POLLIN, 0});
+      owners.push_back({&p, 2});
+    }
+    if (fds.empty()) return;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return;
+    int n = poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;  // Not expected; the probes still running are reported as such.
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto [p, which] = owners[i];
+      if (which == 0) p->out_open = drain(p->command->stdout_fd(), p->out);
+      if (which == 1) p->err_open = drain(p->command->stderr_fd(), p->err);
+      if (which == 2) {
+        // Done: the pump closed both pipes' write ends first, so what is left ends in EOF.
+        if (p->out_open) p->out_open = drain(p->command->stdout_fd(), p->out);
+        if (p->err_open) p->err_open = drain(p->command->stderr_fd(), p->err);
+        p->ended = !p->out_open && !p->err_open;
+      }
+    }
+  }
+}
+
+// Every listed host other than this one: SSH to all at once, then the probe on each, all
+// running together against a rendezvous served here on o.port, within one bound for the whole
+// phase (remote_probe_limit_seconds). Returns 0, or 1 when nothing could be served.
 int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hosts,
                        DoctorReport& report) {
   std::vector<HostEntry> remote;
@@ -794,6 +843,8 @@ int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hos
     report.remote_status = "every listed host is this host: nothing to check over SSH";
     return 0;
   }
+  const int limit_s = remote_probe_limit_seconds(o);
+  const auto deadline = Clock::now() + std::chrono::seconds(limit_s);
   // A real rendezvous server, on every address, as a job's head serves it.
   rendezvous::ServerOptions so;
   so.host = "0.0.0.0";
@@ -816,7 +867,7 @@ int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hos
   ssh.connect_timeout = std::chrono::milliseconds(o.ssh_timeout_ms);
   auto sessions = connect_all(targets, ssh);
   std::vector<HostReport> sections(remote.size());
-  std::vector<std::thread> threads;
+  std::vector<RunningProbe> probes;
   for (std::size_t i = 0; i < remote.size(); ++i) {
     if (auto* e = std::get_if<SshError>(&sessions[i])) {
       sections[i].host = remote[i].host;
@@ -825,17 +876,58 @@ int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hos
       sections[i].ssh_error = e->what();
       continue;
     }
-    threads.emplace_back([&, i] {
-      sections[i] =
-          probe_remote(std::get<SshSession>(sessions[i]), remote[i], o, report.rendezvous_port);
-    });
+    auto& session = std::get<SshSession>(sessions[i]);
+    RunningProbe p;
+    p.index = i;
+    p.address = session.local_address();
+    p.command.emplace(RemoteCommand::start(
+        std::move(session), remote_probe_command(o, p.address, report.rendezvous_port), ""));
+    probes.push_back(std::move(p));
   }
-  for (auto& t : threads) t.join();
+  // Every probe runs at once; a host that has not answered by the deadline is given up on:
+  // its connection is closed, which ends the probe there (its stdin lifeline).
+  collect_probes(probes, deadline);
+  for (auto& p : probes) {
+    if (p.ended) {
+      sections[p.index] =
+          remote_section(remote[p.index], p.address, p.command->wait(), p.out, p.err);
+      continue;
+    }
+    p.command->stop();
+    HostReport& h = sections[p.index];
+    h.host = remote[p.index].host;
+    h.local = false;
+    h.address = p.address;
+    h.probe_timed_out = true;
+    h.probe_error = fmt::format(
+        "no report within {} s (--probe-timeout; the host accepted SSH, but `mlrun doctor` there "
+        "did not finish: a hung command, file system or driver?)",
+        limit_s);
+  }
+  probes.clear();  // Waits for each pump; a stopped one ends at once.
   for (auto& s : sections) report.hosts.push_back(std::move(s));
   report.remote_status = fmt::format(
-      "SSH to {} host{}, each probed there; rendezvous port {} served on this host for the check",
-      remote.size(), remote.size() == 1 ? "" : "s", report.rendezvous_port);
+      "SSH to {} host{}, each probed there within {} s; rendezvous port {} served on this host "
+      "for the check",
+      remote.size(), remote.size() == 1 ? "" : "s", limit_s, report.rendezvous_port);
   return 0;
+}
+
+// --stdin-lifeline: a remote probe's stdin is its SSH channel's; its EOF means the doctor that
+// asked has given up on this host (its bound passed) or is gone. The probe then leaves at once,
+// with the command it was waiting for, so that nothing is left running there. Exiting from a
+// thread is this command's own top-level choice: the report it would print has no reader.
+void watch_stdin_lifeline() {
+  std::thread([] {
+    char buf[256];
+    while (true) {
+      ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      break;
+    }
+    if (pid_t child = g_probe_child.load(); child > 0) kill(-child, SIGKILL);
+    _exit(1);
+  }).detach();
 }
 
 // --bandwidth: the sweep's job, launched through mlrun itself; rank 0's table is passed through
@@ -919,6 +1011,13 @@ int bandwidth_command(const DoctorOptions& o) {
 
 }  // namespace
 
+int remote_probe_limit_seconds(const DoctorOptions& o) {
+  if (o.probe_timeout_s > 0) return o.probe_timeout_s;
+  double own = o.ssh_timeout_ms / 1000.0 + kMpirunTimeoutSeconds + o.python_timeout +
+               o.timeout_ms / 1000.0 + 15;
+  return std::max(kProbeTimeoutSeconds, static_cast<int>(std::ceil(own)));
+}
+
 PortCheck tcp_connect_test(const std::string& endpoint, int timeout_ms) {
   PortCheck c;
   c.target = endpoint;
@@ -993,8 +1092,11 @@ std::vector<std::string> host_problems(const HostReport& h) {
     p.push_back(fmt::format("{} cannot reach {}: {}", h.host, h.rendezvous_port->target,
                             h.rendezvous_port->error));
   }
-  if (!h.probe_error.empty())
+  if (h.probe_timed_out) {
+    p.push_back(fmt::format("{}: {}", h.host, h.probe_error));
+  } else if (!h.probe_error.empty()) {
     p.push_back(fmt::format("{}: probe failed: {}", h.host, h.probe_error));
+  }
   for (const auto& e : h.errors) p.push_back(fmt::format("{}: {}", h.host, e));
   return p;
 }
@@ -1037,6 +1139,7 @@ nlohmann::json host_json(const HostReport& h) {
       {"ssh", h.local ? nlohmann::json()
                       : nlohmann::json{{"ok", h.reachable}, {"error", or_null(h.ssh_error)}}},
       {"probe_error", or_null(h.probe_error)},
+      {"probe_timed_out", h.probe_timed_out},
       {"address", or_null(h.address)},
       {"rendezvous_port", port},
       {"problems", host_problems(h)}};
@@ -1092,6 +1195,7 @@ HostReport host_from_json(const nlohmann::json& j) {
   h.reachable = j.value("reachable", true);
   if (j.contains("ssh") && j["ssh"].is_object()) h.ssh_error = string_or_empty(j["ssh"], "error");
   h.probe_error = string_or_empty(j, "probe_error");
+  h.probe_timed_out = j.value("probe_timed_out", false);
   h.address = string_or_empty(j, "address");
   if (j.contains("rendezvous_port") && j["rendezvous_port"].is_object()) {
     const auto& p = j["rendezvous_port"];
@@ -1180,6 +1284,7 @@ int doctor_command(const std::vector<std::string>& args) {
   for (const auto& e : parsed.errors) fmt::print(stderr, "mlrun: error: {}\n", e);
   if (!parsed.errors.empty()) return 2;
   const DoctorOptions& o = parsed.options;
+  if (o.stdin_lifeline) watch_stdin_lifeline();
   if (o.bandwidth) return bandwidth_command(o);
   // 2. The hosts asked for, read before anything is probed: a bad hostfile is a usage error.
   HostList hosts;

@@ -32,6 +32,12 @@ struct DoctorOptions {
   double python_timeout = 20;    ///< --python-timeout SECONDS for the PyTorch probe; 0 skips it.
   int port = 0;                  ///< --port P: the rendezvous port checked; 0: a free one.
   int ssh_timeout_ms = 10000;    ///< --ssh-timeout-ms: bounds each SSH connect.
+  /// --probe-timeout SECONDS: bounds the whole remote phase (SSH connects and every host's
+  /// probe); 0: remote_probe_limit_seconds' default.
+  int probe_timeout_s = 0;
+  /// --stdin-lifeline (hidden; what a remote probe is run with): exit, with the probe's child,
+  /// when stdin reaches EOF, i.e. when the doctor that started it over SSH gives up or dies.
+  bool stdin_lifeline = false;
   /// --connect-test HOST:PORT: a TCP connect to it within timeout_ms, added to this host's
   /// section (what the remote side of the port check runs).
   std::string connect_test;
@@ -103,6 +109,7 @@ struct HostReport {
   bool reachable = true;
   std::string ssh_error;
   std::string probe_error;
+  bool probe_timed_out = false;  ///< No report within the phase's bound (probe_error says so).
   std::string address;  ///< Remote hosts: the head's address toward it (its --master_addr).
   std::optional<PortCheck> rendezvous_port;
   GpuReport gpus;
@@ -124,6 +131,15 @@ struct DoctorReport {
   int rendezvous_port = 0;
   std::string remote_status;
 };
+
+/// Default bound of the remote phase of `mlrun doctor -H/--hostfile`, in seconds.
+constexpr int kProbeTimeoutSeconds = 60;
+
+/// The bound of the remote phase: --probe-timeout when given; else kProbeTimeoutSeconds, or more
+/// when the probes' own bounds (SSH connect, mpirun --version's 10 s, --python-timeout, the
+/// --timeout-ms connect test) add up to more, with 15 s to spare, so that a healthy but slow
+/// host is never cut off by default.
+int remote_probe_limit_seconds(const DoctorOptions& o);
 
 /// The problems of one host, one line each, naming it ("host2 cannot reach 10.77.0.1:P: ...").
 std::vector<std::string> host_problems(const HostReport& h);

@@ -302,6 +302,48 @@ TEST(HostProblems, EachNamesItsHost) {
   EXPECT_EQ(back.ssh_error, down.ssh_error);
 }
 
+// A host that accepted SSH but whose probe did not finish within the phase's bound is named,
+// with the bound, and nothing else is claimed about it.
+TEST(HostProblems, NoReportInTimeNamesTheHost) {
+  DoctorReport r = sample_report();
+  HostReport slow;
+  slow.host = "host2";
+  slow.local = false;
+  slow.address = "10.77.0.1";
+  slow.probe_timed_out = true;
+  slow.probe_error = "no report within 20 s (--probe-timeout; ...)";
+  r.hosts = {r.hosts[0], slow};
+  r.remote_hosts = "-H host2";
+  std::string text = format_doctor_text(r);
+  EXPECT_THAT(text, HasSubstr("host host2 (over SSH; this host is 10.77.0.1 to it)\n"
+                              "  SSH         ok\n"
+                              "  Probe       no report within 20 s (--probe-timeout; ...)\n"));
+  EXPECT_THAT(text, HasSubstr("1 problem:\n  host2: no report within 20 s"));
+  EXPECT_THAT(text, Not(HasSubstr("probe failed")));
+  auto j = doctor_json(r);
+  EXPECT_EQ(j["hosts"][1]["probe_timed_out"], true);
+  EXPECT_FALSE(j["hosts"][1].contains("gpus"));
+  HostReport back = host_from_json(j["hosts"][1]);
+  EXPECT_TRUE(back.probe_timed_out);
+  EXPECT_EQ(back.probe_error, slow.probe_error);
+}
+
+TEST(RemoteProbeLimit, DefaultCoversTheProbesOwnBounds) {
+  DoctorOptions o;  // SSH 10 s + mpirun 10 s + python 20 s + connect 3 s + 15 s: 58 s.
+  EXPECT_EQ(remote_probe_limit_seconds(o), kProbeTimeoutSeconds);
+  o.python_timeout = 100;  // 138 s: a slow but healthy host is not cut off.
+  EXPECT_EQ(remote_probe_limit_seconds(o), 138);
+  o.probe_timeout_s = 20;  // Given: kept as given.
+  EXPECT_EQ(remote_probe_limit_seconds(o), 20);
+  auto parsed = parse_doctor_args({"--probe-timeout", "5", "--stdin-lifeline"});
+  EXPECT_TRUE(parsed.errors.empty());
+  EXPECT_EQ(parsed.options.probe_timeout_s, 5);
+  EXPECT_TRUE(parsed.options.stdin_lifeline);
+  parsed = parse_doctor_args({"--probe_timeout=0"});
+  ASSERT_EQ(parsed.errors.size(), 1u);
+  EXPECT_THAT(parsed.errors[0], HasSubstr("--probe-timeout=0: expected seconds"));
+}
+
 // A port with a listener is reached; a port without one is refused at once.
 TEST(TcpConnectTest, ReachedAndRefused) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -21,12 +21,7 @@ cleanup() {
   rm -rf "$OUT"
 }
 trap cleanup EXIT
-block_egress() {  # block_egress I VERDICT: host I's TCP to 10.77.0.1:PORT gets VERDICT
-  "$CLUSTER" exec "$1" nft delete table inet $TABLE 2>/dev/null || true
-  "$CLUSTER" exec "$1" nft add table inet $TABLE
-  "$CLUSTER" exec "$1" nft "add chain inet $TABLE out { type filter hook output priority 0; policy accept; }"
-  "$CLUSTER" exec "$1" nft add rule inet $TABLE out ip daddr 10.77.0.1 tcp dport "$PORT" "$2"
-}
+block_egress() { block_head_port "$1" $TABLE "$PORT" "$2"; }  # block_egress I VERDICT
 
 "$CLUSTER" stop-sshd 2
 block_egress 3 drop

@@ -38,3 +38,14 @@ private_home() {
 need_probe() {
   [ -n "$PROBE" ] && [ -x "$PROBE" ] || fail "MLRUN_SSH_PROBE must name the built ssh_probe"
 }
+
+# block_head_port I TABLE PORT VERDICT: host I's TCP connections to the head's PORT (10.77.0.1)
+# get VERDICT ("drop", "reject with tcp reset"), by a rule in an nft table of the caller's own in
+# host I's namespace; `"$CLUSTER" exec I nft delete table inet TABLE` undoes it. (cluster.sh's
+# block-port matches inbound traffic to a port on the host, not the host's egress to the head.)
+block_head_port() {
+  "$CLUSTER" exec "$1" nft delete table inet "$2" 2>/dev/null || true
+  "$CLUSTER" exec "$1" nft add table inet "$2"
+  "$CLUSTER" exec "$1" nft "add chain inet $2 out { type filter hook output priority 0; policy accept; }"
+  "$CLUSTER" exec "$1" nft add rule inet "$2" out ip daddr 10.77.0.1 tcp dport "$3" "$4"
+}
