@@ -1,0 +1,410 @@
+// This host's probes (`mlrun doctor` without -H, and the remote side of it): GPUs, NCCL, Gloo,
+// Open MPI and PyTorch, each bounded, and what the launcher would choose here.
+#include <dlfcn.h>
+#include <link.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "launcher/bandwidth.h"
+#include "launcher/doctor.h"
+#include "launcher/doctor_impl.h"
+#include "worker/env.h"
+#include "worker/hardware.h"
+#include "worker/net.h"
+#include "worker/network.h"
+#include "worker/process.h"
+
+namespace mlrun {
+
+std::atomic<pid_t> g_probe_child{0};
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string trim(std::string_view s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return "";
+  auto e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+std::string first_line(std::string_view s) {
+  return trim(s.substr(0, s.find('\n')));
+}
+
+}  // namespace
+
+std::string last_line(std::string_view s) {
+  std::string t = trim(s);
+  auto nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+namespace {
+
+// A short command run to completion or to a deadline, its output captured.
+struct BoundedRun {
+  std::string error;  // Non-empty: it could not start.
+  bool timed_out = false;
+  int status = 0;  // waitpid's.
+  std::string out, err;
+};
+
+BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seconds) {
+  BoundedRun r;
+  auto spawner = make_posix_spawner();
+  SpawnedProcess p;
+  try {
+    p = spawner->spawn(SpawnRequest{argv, Environment::current().entries(), {}});
+  } catch (const SpawnError& e) {
+    r.error = e.what();
+    return r;
+  }
+  g_probe_child = p.pid;
+  auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000));
+  pollfd fds[2] = {{p.stdout_fd, POLLIN, 0}, {p.stderr_fd, POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    int n = poll(fds, 2, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;  // Not expected; the exit is still awaited under the deadline below.
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        // A probe prints a line or two; a runaway one is cut, not buffered without bound.
+        if (sinks[i]->size() < 64 * 1024) sinks[i]->append(buf, static_cast<std::size_t>(got));
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) close(f.fd);
+  }
+  // The exit is awaited under the same deadline: a probe that closed its output may still hang.
+  while (!r.timed_out) {
+    pid_t done = waitpid(p.pid, &r.status, WNOHANG);
+    if (done == p.pid || (done < 0 && errno != EINTR)) break;
+    if (Clock::now() >= deadline) {
+      r.timed_out = true;
+      break;
+    }
+    usleep(5000);
+  }
+  if (r.timed_out) {
+    spawner->signal_group(p.pid, SIGKILL);
+    while (waitpid(p.pid, &r.status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  // Whatever the probe left behind in its group goes too.
+  spawner->signal_group(p.pid, SIGKILL);
+  g_probe_child = 0;
+  return r;
+}
+
+std::string path_env() {
+  const char* path = std::getenv("PATH");
+  return path ? path : "/usr/local/bin:/usr/bin:/bin";
+}
+
+// The file a dlopen handle was loaded from.
+std::string loaded_path(void* handle) {
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+    std::error_code ec;
+    fs::path real = fs::canonical(map->l_name, ec);
+    return ec ? std::string(map->l_name) : real.string();
+  }
+  return "";
+}
+
+GpuReport probe_gpus() {
+  GpuReport g;
+  g.device_files = count_gpu_device_files();
+  std::error_code ec;
+  std::vector<std::string> infos;
+  for (const auto& entry : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    infos.push_back((entry.path() / "information").string());
+  }
+  std::sort(infos.begin(), infos.end());  // By PCI bus id, the order nvidia-smi uses.
+  for (const auto& path : infos) {
+    std::string model = parse_gpu_model(read_file(path));
+    g.models.push_back(model.empty() ? "unknown model" : model);
+  }
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) g.cuda_visible_devices = cvd;
+  g.visible = count_gpus();
+  return g;
+}
+
+Component probe_nccl() {
+  Component c;
+  c.how = "dlopen libnccl.so.2 + ncclGetVersion";
+  void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* why = dlerror();
+    c.note = why ? why : "libnccl.so.2 cannot be loaded";
+    return c;
+  }
+  c.found = true;
+  c.path = loaded_path(h);
+  using GetVersion = int (*)(int*);
+  auto get_version = reinterpret_cast<GetVersion>(dlsym(h, "ncclGetVersion"));
+  int code = 0;
+  if (get_version == nullptr) {
+    c.note = "the library has no ncclGetVersion";
+  } else if (int rc = get_version(&code); rc != 0) {
+    c.note = fmt::format("ncclGetVersion failed with code {}", rc);
+  } else {
+    c.version = decode_nccl_version(code);
+  }
+  dlclose(h);
+  return c;
+}
+
+Component probe_gloo() {
+  Component c;
+  // Gloo has no version call; Debian ships it as libgloo0 with the upstream snapshot in the
+  // package version, so that is the version reported where dpkg knows the package.
+  c.how = "dlopen libgloo.so.0";
+  void* h = nullptr;
+  for (const char* name : {"libgloo.so.0", "libgloo.so"}) {
+    h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+    if (h != nullptr) {
+      c.how = fmt::format("dlopen {}", name);
+      break;
+    }
+  }
+  if (h == nullptr) {
+    const char* why = dlerror();
+    c.note = fmt::format(
+        "{} (PyTorch carries its own Gloo inside libtorch; this checks the "
+        "system library that C++ programs link)",
+        why ? why : "libgloo.so.0 cannot be loaded");
+    return c;
+  }
+  c.found = true;
+  c.path = loaded_path(h);
+  dlclose(h);
+  std::string version = dpkg_installed_version(read_file("/var/lib/dpkg/status"), "libgloo0");
+  if (!version.empty()) {
+    c.version = version;
+    c.how += "; version of Debian's libgloo0 from /var/lib/dpkg/status";
+  } else {
+    c.note = "Gloo has no version call and no package database names it";
+  }
+  return c;
+}
+
+Component probe_mpi() {
+  Component c;
+  c.how = "mpirun --version";
+  std::string mpirun;
+  try {
+    mpirun = resolve_program("mpirun", path_env());
+  } catch (const SpawnError& e) {
+    c.note = fmt::format(
+        "no mpirun in PATH ({}); install openmpi-bin, or put its bin in PATH "
+        "and its lib in LD_LIBRARY_PATH",
+        path_env());
+    return c;
+  }
+  std::error_code ec;
+  fs::path real = fs::canonical(mpirun, ec);
+  c.path = ec || real == mpirun ? mpirun : fmt::format("{} -> {}", mpirun, real.string());
+  BoundedRun r = run_bounded({mpirun, "--version"}, kMpirunTimeoutSeconds);
+  if (!r.error.empty()) {
+    c.note = r.error;
+  } else if (r.timed_out) {
+    c.note = fmt::format("mpirun --version did not finish in {} s", kMpirunTimeoutSeconds);
+  } else if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
+    c.note = fmt::format("mpirun --version failed: {}", last_line(r.err + r.out));
+  } else {
+    c.found = true;
+    c.version = first_line(r.out);
+    if (c.version.find("Open MPI") == std::string::npos) {
+      c.note = "this mpirun is not Open MPI's; --backend mpi builds Open MPI's command line";
+    }
+  }
+  return c;
+}
+
+Component probe_torch(double timeout) {
+  Component c;
+  const char* python_env = std::getenv("PYTHON");
+  std::string python = python_env && *python_env ? python_env : "python3";
+  c.how = fmt::format("{} -c 'import torch' (bounded by {} s)", python, timeout);
+  if (timeout <= 0) {
+    c.checked = false;
+    c.note = "not checked (--python-timeout 0)";
+    return c;
+  }
+  std::string resolved;
+  try {
+    resolved = resolve_program(python, path_env());
+  } catch (const SpawnError& e) {
+    c.note = e.what();
+    return c;
+  }
+  c.path = resolved;
+  BoundedRun r = run_bounded(
+      {resolved, "-c", "import sys, torch; sys.stdout.write(torch.__version__)"}, timeout);
+  if (!r.error.empty()) {
+    c.note = r.error;
+  } else if (r.timed_out) {
+    c.checked = false;
+    c.note = fmt::format("not checked: importing torch took more than {} s", timeout);
+  } else if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) {
+    c.found = true;
+    c.version = trim(r.out);
+  } else {
+    c.note = last_line(r.err);
+    if (c.note.empty()) c.note = "the import failed";
+  }
+  return c;
+}
+
+}  // namespace
+
+BackendChoice choose_backend(const std::string& requested, int gpus, const Component& nccl) {
+  if (requested != "auto") return {requested, fmt::format("--backend {} was given", requested)};
+  if (gpus > 0 && nccl.found) {
+    return {"nccl", fmt::format("{} NVIDIA GPU{} and NCCL{} found", gpus, gpus == 1 ? "" : "s",
+                                nccl.version.empty() ? "" : " " + nccl.version)};
+  }
+  if (gpus > 0) return {"gloo", fmt::format("{} NVIDIA GPU(s) but no NCCL (libnccl.so.2)", gpus)};
+  if (nccl.found) return {"gloo", "no NVIDIA GPU (NCCL is installed but needs one)"};
+  return {"gloo", "no NVIDIA GPU and no NCCL"};
+}
+
+std::string parse_gpu_model(std::string_view information) {
+  std::size_t pos = 0;
+  while (pos < information.size()) {
+    auto nl = information.find('\n', pos);
+    std::string_view line =
+        information.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    if (line.rfind("Model:", 0) == 0) return trim(line.substr(6));
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  return "";
+}
+
+std::string dpkg_installed_version(std::string_view status, std::string_view package) {
+  // Stanzas are separated by blank lines; fields are "Name: value".
+  std::size_t pos = 0;
+  while (pos < status.size()) {
+    auto end = status.find("\n\n", pos);
+    std::string_view stanza =
+        status.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
+    std::string name, state, version;
+    std::size_t lp = 0;
+    while (lp < stanza.size()) {
+      auto nl = stanza.find('\n', lp);
+      std::string_view line =
+          stanza.substr(lp, nl == std::string_view::npos ? std::string_view::npos : nl - lp);
+      auto field = [&](std::string_view key) -> std::optional<std::string> {
+        if (line.size() > key.size() && line.substr(0, key.size()) == key) {
+          return trim(line.substr(key.size()));
+        }
+        return std::nullopt;
+      };
+      if (auto v = field("Package:")) name = *v;
+      if (auto v = field("Status:")) state = *v;
+      if (auto v = field("Version:")) version = *v;
+      if (nl == std::string_view::npos) break;
+      lp = nl + 1;
+    }
+    if (name == package && state.ends_with(" installed")) return version;
+    if (end == std::string_view::npos) break;
+    pos = end + 2;
+  }
+  return "";
+}
+
+std::string interface_kind(const NetInterface& i) {
+  if (i.infiniband) return "InfiniBand";
+  if (i.loopback) return "loopback";
+  if (i.is_virtual) return "virtual";
+  return "ethernet";
+}
+
+std::vector<DoctorVariable> doctor_variables(
+    const std::string& backend, const std::vector<std::pair<std::string, std::string>>& defaults,
+    const std::vector<std::string>& env_entries) {
+  Environment env(env_entries);
+  auto user_value = [&env](const std::string& name) -> std::optional<std::string> {
+    const std::string* e = env.get(name);
+    if (e == nullptr) return std::nullopt;
+    return e->substr(name.size() + 1);
+  };
+  std::vector<DoctorVariable> vars;
+  vars.push_back({"MLRUN_BACKEND", backend, std::nullopt, false});
+  for (const auto& [name, value] : defaults) vars.push_back({name, value, user_value(name), true});
+  return vars;
+}
+
+HostReport probe_local_host(const DoctorOptions& o) {
+  HostReport h;
+  h.host = host_name();
+  h.local = true;
+  h.gpus = probe_gpus();
+  h.nccl = probe_nccl();
+  h.gloo = probe_gloo();
+  h.mpi = probe_mpi();
+  h.torch = probe_torch(o.python_timeout);
+  h.interfaces = list_interfaces();
+  h.infiniband = has_infiniband_device();
+  h.master_addr = o.master_addr;
+  if (o.iface == "auto") {
+    h.iface = choose_interface(h.interfaces, o.master_addr);
+  } else if (std::none_of(h.interfaces.begin(), h.interfaces.end(),
+                          [&](const NetInterface& i) { return i.name == o.iface && i.up; })) {
+    h.errors.push_back(fmt::format("--iface={}: no such interface is up on {}", o.iface, h.host));
+  } else {
+    h.iface = {o.iface, fmt::format("{}: chosen with --iface", o.iface), {}};
+  }
+  h.backend = choose_backend(o.backend, h.gpus.visible, h.nccl);
+  h.variables = doctor_variables(h.backend.name,
+                                 network_variables(h.iface.name, h.infiniband, h.iface.subnet),
+                                 Environment::current().entries());
+  return h;
+}
+
+}  // namespace mlrun
