@@ -8,6 +8,7 @@
 #include <atomic>
 #include <climits>
 #include <future>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -608,22 +609,82 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   return code;
 }
 
-int watch_job(const std::string& endpoint, const std::string& token, const std::string& job_id,
-              int nnodes, int max_restarts, const std::function<void(const std::string&)>& abort) {
-  // Signals go to a thread of their own, which aborts the job; this thread waits on the
-  // rendezvous and so wakes with the abort.
-  sigset_t signals, old;
-  sigemptyset(&signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&signals, sig);
-  pthread_sigmask(SIG_BLOCK, &signals, &old);
-  std::atomic<int> interrupted{0};
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig == SIGUSR2) return;  // The watch is over.
-    interrupted = sig;
-    abort(fmt::format("interrupted: {} on the head", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?"));
+struct HeadSignals::State {
+  sigset_t signals;  // SIGINT, SIGTERM, SIGHUP.
+  std::mutex mutex;  // Held while the callback runs.
+  std::function<void(const std::string&)> callback;
+  std::string pending;  // The reason of a signal that came before the callback.
+  std::atomic<int> first{0};
+  std::atomic<bool> stopping{false};
+  std::thread waiter;
+};
+
+HeadSignals::HeadSignals() : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  sigemptyset(&s.signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&s.signals, sig);
+  // SIGUSR2 stops the waiter (thread-directed, from the destructor): blocked across its creation
+  // so that it cannot come before the waiter waits for it, and only in the waiter afterwards.
+  sigset_t with_stop = s.signals;
+  sigaddset(&with_stop, SIGUSR2);
+  pthread_sigmask(SIG_BLOCK, &with_stop, nullptr);
+  s.waiter = std::thread([&s, with_stop] {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&with_stop, &sig) != 0) continue;
+      if (sig == SIGUSR2) {
+        if (s.stopping) return;
+        continue;
+      }
+      if (s.first != 0) {
+        if (sig != SIGINT) continue;
+        // A second SIGINT: leave now. The SSH connections end with this process, and every
+        // agent stops its workers when its connection to the head is gone.
+        const char message[] = "mlrun: second SIGINT: exiting at once\n";
+        [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, message, sizeof message - 1);
+        std::_Exit(130);
+      }
+      s.first = sig;
+      const char* abbrev = sigabbrev_np(sig);
+      std::string reason =
+          fmt::format("interrupted: SIG{} on the head", abbrev != nullptr ? abbrev : "?");
+      std::lock_guard lock(s.mutex);
+      if (s.callback) {
+        s.callback(reason);
+      } else {
+        s.pending = std::move(reason);
+      }
+    }
   });
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGUSR2);
+  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+}
+
+HeadSignals::~HeadSignals() {
+  state_->stopping = true;
+  pthread_kill(state_->waiter.native_handle(), SIGUSR2);
+  state_->waiter.join();
+}
+
+void HeadSignals::on_interrupt(std::function<void(const std::string&)> fn) {
+  std::lock_guard lock(state_->mutex);
+  state_->callback = std::move(fn);
+  if (state_->callback && !state_->pending.empty()) {
+    state_->callback(state_->pending);
+    state_->pending.clear();
+  }
+}
+
+int HeadSignals::signal() const {
+  return state_->first;
+}
+
+int watch_job(const std::string& endpoint, const std::string& token, const std::string& job_id,
+              int nnodes, int max_restarts, const HeadSignals& signals) {
+  // A signal aborts the job (signals' callback); this thread waits on the rendezvous and so
+  // wakes with the abort.
   int code = 1;
   try {
     rdzv::ClientOptions options;
@@ -643,13 +704,10 @@ int watch_job(const std::string& endpoint, const std::string& token, const std::
     }
   } catch (const rdzv::AbortedError& e) {
     fmt::print(stderr, "mlrun: job aborted: {}\n", e.detail());
-    code = interrupted != 0 ? 128 + interrupted : 1;
+    code = signals.signal() != 0 ? 128 + signals.signal() : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "mlrun: error: {}\n", e.what());
   }
-  pthread_kill(waiter.native_handle(), SIGUSR2);
-  waiter.join();
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return code;
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,10 +73,36 @@ struct NodeHooks {
 /// its end-of-file (the head is gone) stops this node.
 int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd);
 
+/// SIGINT, SIGTERM and SIGHUP of a head that runs no workers itself. Such a head has no event
+/// loop with handlers: the signals keep their default action, which ends the process at once, so
+/// every thread but one must block them. Construct this before the head starts any thread (the
+/// rendezvous server's, the SSH pumps and relay): it blocks them in the calling thread, every
+/// thread started later inherits that, and its own thread takes them with sigwait. The first one
+/// calls the interrupt callback (when it is set, if it came earlier); a second SIGINT ends the
+/// head at once with 130 (its agents then stop their workers as their SSH connections end). The
+/// signals stay blocked in the constructing thread after destruction: the head is on its way out.
+class HeadSignals {
+ public:
+  HeadSignals();
+  ~HeadSignals();
+  HeadSignals(const HeadSignals&) = delete;
+  HeadSignals& operator=(const HeadSignals&) = delete;
+
+  /// What the first signal does (reason: "interrupted: SIGINT on the head"). Set it to nullptr
+  /// before what it uses goes away; a call in progress is waited for.
+  void on_interrupt(std::function<void(const std::string& reason)> fn);
+  /// The first signal received, or 0.
+  int signal() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 /// For a head that runs no workers itself: follows every attempt of a job of nnodes nodes to its
-/// end, printing summaries as a node would, and returns the job's exit code. SIGINT, SIGTERM and
-/// SIGHUP call abort(reason) and end the watch with 128+N.
+/// end, printing summaries as a node would, and returns the job's exit code; an abort after one of
+/// signals' signals ends the watch with 128+N. signals' callback is the caller's to set.
 int watch_job(const std::string& endpoint, const std::string& token, const std::string& job_id,
-              int nnodes, int max_restarts, const std::function<void(const std::string&)>& abort);
+              int nnodes, int max_restarts, const HeadSignals& signals);
 
 }  // namespace mlrun

@@ -181,6 +181,13 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     for (const auto& e : errors) error(e);
     if (!errors.empty()) return 1;
   }
+  // A head that runs no workers takes SIGINT, SIGTERM and SIGHUP on a thread of its own, blocked
+  // in every other: from here on, before the rendezvous server's and the SSH pumps' threads start
+  // and inherit the block. (A thread that took one with its default action would end the head at
+  // once: no abort, no wait for the nodes to stop their workers.)
+  auto local = std::find_if(nodes.begin(), nodes.end(), [](const NodePlan& n) { return n.local; });
+  std::optional<HeadSignals> head_signals;
+  if (local == nodes.end()) head_signals.emplace();
   // 2. The rendezvous, on every address; the nodes reach it at this host's address on their
   //    route here (the one their SSH connection came in on).
   std::string advertised = remote ? remote->local_address() : "127.0.0.1";
@@ -230,6 +237,9 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
                       payload.dump() + "\n"});
   }
   rendezvous::Server* served = &*server;
+  if (head_signals) {
+    head_signals->on_interrupt([served](const std::string& reason) { served->abort(reason); });
+  }
   if (remote) {
     remote->start(std::move(agents),
                   [served](int node, const std::string& host, const std::string& why) {
@@ -238,7 +248,6 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   }
   // 4. This host's workers, or, when it is not listed, a watch over the others'.
   int code;
-  auto local = std::find_if(nodes.begin(), nodes.end(), [](const NodePlan& n) { return n.local; });
   if (local != nodes.end()) {
     plan.nproc = local->nproc;
     NodeJob job;
@@ -251,10 +260,14 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     code = run_this_node(o, plan, job, lifeline, -1);
   } else {
     code = watch_job(endpoint, token, plan.job_id, static_cast<int>(nodes.size()), o.max_restarts,
-                     [&](const std::string& reason) { served->abort(reason); });
+                     *head_signals);
   }
-  // 5. Every agent ends with the job; close the connections of any that do not.
-  if (remote) remote->finish(std::chrono::seconds(10));
+  // 5. Every agent ends with the job, after stopping its workers (at most the grace period);
+  //    close the connections of any that do not.
+  auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
+  if (remote) remote->finish(grace + std::chrono::seconds(10));
+  // The server is destroyed before the signals' thread ends: a late signal must not reach it.
+  if (head_signals) head_signals->on_interrupt(nullptr);
   return code;
 }
 
