@@ -90,7 +90,9 @@ void Supervisor::stop_all(int sig) {
     w.signalled = true;
     spawner_.signal_group(w.pid, sig);
   }
-  if (!stopping_ || sig != SIGKILL) hooks_.arm_timer(config_.grace_period);
+  // The grace period runs from the first stop: a later abort or signal repeats its signal but
+  // does not move SIGKILL further away.
+  if (!stopping_) hooks_.arm_timer(config_.grace_period);
   stopping_ = true;
 }
 
@@ -158,7 +160,7 @@ void Supervisor::end_attempt() {
   for (const auto& w : workers_) {
     if (w.pid > 0) spawner_.signal_group(w.pid, SIGKILL);
   }
-  ended_ = AttemptResult{attempt_,         workers_,        first_failure_,
+  ended_ = AttemptResult{attempt_,          workers_,        first_failure_,
                          interrupt_signal_, remote_failure_, plan_error_};
   if (abort_code_ >= 0) {
     hooks_.on_attempt_end(*ended_, false);
@@ -183,8 +185,8 @@ void Supervisor::settle(bool failed, int exit_code) {
 }
 
 void Supervisor::finish(bool failed, int failed_code) {
-  bool restarting = failed && interrupt_signal_ == 0 && plan_error_.empty() &&
-                    attempt_ < config_.max_restarts;
+  bool restarting =
+      failed && interrupt_signal_ == 0 && plan_error_.empty() && attempt_ < config_.max_restarts;
   hooks_.on_attempt_end(*ended_, restarting);
   if (restarting) {
     ++attempt_;

@@ -10,8 +10,12 @@
 namespace mlrun {
 namespace {
 
-int exited(int code) { return code << 8; }
-int killed(int sig) { return sig; }
+int exited(int code) {
+  return code << 8;
+}
+int killed(int sig) {
+  return sig;
+}
 
 struct FakeSpawner : ProcessSpawner {
   pid_t next_pid = 100;
@@ -111,6 +115,19 @@ TEST_F(SupervisorTest, GraceExpiryKillsWhatIsLeft) {
   EXPECT_EQ(s->exit_code(), 128 + SIGSEGV);
 }
 
+TEST_F(SupervisorTest, LaterStopsDoNotExtendTheGracePeriod) {
+  auto s = make(2);
+  s->start();
+  s->on_signal(SIGTERM);  // the launcher is told to stop...
+  s->abort(1);            // ...and an abort arrives from the rendezvous meanwhile
+  s->on_remote_failure(3);
+  EXPECT_EQ(spawner.count(SIGTERM), 4);  // both stops reached both groups
+  EXPECT_EQ(hooks.armed.size(), 1u);     // one grace period, from the first
+  s->on_grace_expired();
+  EXPECT_EQ(spawner.count(SIGKILL), 2);
+  EXPECT_EQ(hooks.armed.size(), 1u);
+}
+
 TEST_F(SupervisorTest, EndedGroupsAreSweptWithSigkill) {
   auto s = make(2);
   s->start();
@@ -208,11 +225,12 @@ TEST_F(SupervisorTest, RemoteFailureStopsThisNodeAndRestartsWithTheOthers) {
 }
 
 TEST_F(SupervisorTest, PlannerErrorEndsTheJobWithoutStartingAnything) {
-  Supervisor s(spawner, hooks,
-               [](int) -> std::vector<WorkerSpec> {
-                 throw std::runtime_error("rendezvous: timed out waiting for node 2");
-               },
-               SupervisorConfig{3, std::chrono::seconds(1)});
+  Supervisor s(
+      spawner, hooks,
+      [](int) -> std::vector<WorkerSpec> {
+        throw std::runtime_error("rendezvous: timed out waiting for node 2");
+      },
+      SupervisorConfig{3, std::chrono::seconds(1)});
   s.start();
   ASSERT_TRUE(s.finished());
   EXPECT_EQ(s.exit_code(), 1);
