@@ -240,6 +240,8 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   bool change_handled = false;
   std::set<int> lost_filled;
   bool lost_here = false;
+  // A signal reached this launcher and the job's abort for it went out (on the loop).
+  bool interrupt_published = false;
 
   auto publish_abort = [&](const std::string& reason) {
     try {
@@ -333,13 +335,26 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     }
   };
 
+  // A signal here stops this node's workers (the supervisor) and, at once, every other node's:
+  // they must not wait for this node's grace period to end before they hear of it.
+  callbacks.on_signal = [&](int sig) {
+    if (aborting || interrupt_published) return;
+    interrupt_published = true;
+    const char* abbrev = sigabbrev_np(sig);
+    publish_abort(fmt::format("interrupted: SIG{} on node {} ({})", abbrev ? abbrev : "?",
+                              node_rank, job.host));
+  };
+
   // Elastic: rounds are not restarts; the coordinator counts restarts and ends the job itself.
   SupervisorConfig config{elastic ? INT_MAX : job.max_restarts, job.grace,
                           /*settled_elsewhere=*/true};
   Agent agent(io, *spawner, lifeline, nullptr, config, callbacks);
 
-  auto abort_here = [&agent, &aborting, &abort_message](std::string message, int code) {
-    agent.post([&aborting, &abort_message, message, code](Supervisor& s) {
+  auto abort_here = [&](std::string message, int code) {
+    agent.post([&aborting, &abort_message, &interrupt_published, message, code](Supervisor& s) {
+      // The abort this node published for its own signal comes back: the signal already stops
+      // the workers, and its exit code (128 + the signal) stands.
+      if (interrupt_published) return;
       aborting = true;
       abort_message = message;
       s.abort(code);
@@ -574,12 +589,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
 
   int code = agent.run();
   tick.cancel();
-  if (!aborting && code >= 128) {
-    // A signal reached this launcher: tell every node.
-    publish_abort(fmt::format("interrupted: {} on node {} ({})",
-                              code == 130 ? "SIGINT" : fmt::format("signal {}", code - 128),
-                              node_rank, job.host));
-  } else if (aborting && !lost_here && abort_message.rfind("job aborted:", 0) != 0) {
+  if (aborting && !lost_here && abort_message.rfind("job aborted:", 0) != 0) {
     // This node gave up (its rendezvous failed, or its head is gone): tell every node.
     publish_abort(fmt::format("node {} ({}): {}", node_rank, job.host, abort_message));
   }

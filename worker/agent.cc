@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -90,24 +90,25 @@ struct Agent::Impl final : SupervisorHooks {
   std::vector<WorkerPipes> retired;
 
   void read_more(PipeReader* reader) {
-    reader->stream.async_wait(
-        asio::posix::stream_descriptor::wait_read,
-        [this, reader](const boost::system::error_code& ec) {
-          if (!reader->open) return;
-          if (ec) {
-            if (ec != asio::error::operation_aborted) reader->close();
-            return;
-          }
-          // A few chunks per wake-up, so that one chatty worker cannot starve the others.
-          reader->drain(4);
-          if (reader->open) read_more(reader);
-        });
+    reader->stream.async_wait(asio::posix::stream_descriptor::wait_read,
+                              [this, reader](const boost::system::error_code& ec) {
+                                if (!reader->open) return;
+                                if (ec) {
+                                  if (ec != asio::error::operation_aborted) reader->close();
+                                  return;
+                                }
+                                // A few chunks per wake-up, so that one chatty worker cannot starve
+                                // the others.
+                                reader->drain(4);
+                                if (reader->open) read_more(reader);
+                              });
   }
 
   void wait_signals() {
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (ec) return;
       supervisor.on_signal(sig);
+      if (callbacks.on_signal) callbacks.on_signal(sig);
       check_done();
       if (!supervisor.finished()) wait_signals();
     });
@@ -161,7 +162,8 @@ struct Agent::Impl final : SupervisorHooks {
     if (!callbacks.on_first_failure) return;
     static const std::deque<std::string> none;
     for (auto& p : pipes) {
-      if (p.pid == worker.pid) return callbacks.on_first_failure(worker, p.err->output.tail().lines());
+      if (p.pid == worker.pid)
+        return callbacks.on_first_failure(worker, p.err->output.tail().lines());
     }
     std::deque<std::string> spawn_error;
     if (!worker.spawn_error.empty()) spawn_error.push_back(worker.spawn_error);

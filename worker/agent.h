@@ -36,6 +36,9 @@ struct AgentCallbacks {
   /// With SupervisorConfig::settled_elsewhere: this node's group of an attempt ended.
   std::function<void(const AttemptResult&, const std::vector<std::deque<std::string>>& tails)>
       on_attempt_ended;
+  /// A signal (SIGINT, SIGTERM, SIGHUP) reached this launcher; called on the loop right after
+  /// the workers were passed it.
+  std::function<void(int sig)> on_signal;
   /// An attempt ended. stderr_tails[i] are the last stderr lines of result.workers[i].
   std::function<void(const AttemptResult&, bool restarting,
                      const std::vector<std::deque<std::string>>& stderr_tails)>
