@@ -24,9 +24,11 @@ namespace {
 // One pipe of one worker, read on the loop.
 struct PipeReader {
   PipeReader(asio::io_context& io, int fd, StreamRoute route)
-      : stream(io, fd), output(std::move(route), kSummaryTailLines) {}
+      : stream(io, fd), output(std::move(route), kSummaryTailLines), idle(io) {}
   asio::posix::stream_descriptor stream;
   StreamOutput output;
+  // Shows an unfinished line (a prompt) once no byte has come for kPartialLineIdle.
+  asio::steady_timer idle;
   bool open = true;
   char buffer[16384];
 
@@ -39,6 +41,7 @@ struct PipeReader {
       ssize_t n = ::read(stream.native_handle(), buffer, sizeof buffer);
       if (n > 0) {
         output.on_data({buffer, static_cast<std::size_t>(n)});
+        if (output.has_partial()) arm_idle();
       } else if (n == 0) {
         close();
       } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -48,9 +51,16 @@ struct PipeReader {
       }
     }
   }
+  void arm_idle() {
+    idle.expires_after(kPartialLineIdle);
+    idle.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec && open) output.flush_partial();
+    });
+  }
   void close() {
     if (!open) return;
     open = false;
+    idle.cancel();
     output.on_eof();
     boost::system::error_code ignored;
     stream.close(ignored);

@@ -65,7 +65,7 @@ StreamOutput::~StreamOutput() {
   if (route_.file_fd >= 0) close(route_.file_fd);
 }
 
-void StreamOutput::emit(std::string_view line) {
+void StreamOutput::emit(std::string_view line, bool newline) {
   tail_.push(line);
   if (route_.console_fd < 0) return;
   if (route_.retag) {
@@ -74,7 +74,13 @@ void StreamOutput::emit(std::string_view line) {
     pending_.append(route_.prefix);
     pending_.append(line);
   }
-  pending_.push_back('\n');
+  if (newline) pending_.push_back('\n');
+}
+
+void StreamOutput::write_pending() {
+  if (pending_.empty()) return;
+  if (!write_all(route_.console_fd, pending_)) route_.console_fd = -1;
+  pending_.clear();
 }
 
 void StreamOutput::on_data(std::string_view data) {
@@ -83,18 +89,17 @@ void StreamOutput::on_data(std::string_view data) {
     route_.file_fd = -1;
   }
   splitter_.feed(data, [this](std::string_view line) { emit(line); });
-  if (!pending_.empty()) {
-    if (!write_all(route_.console_fd, pending_)) route_.console_fd = -1;
-    pending_.clear();
-  }
+  write_pending();
 }
 
 void StreamOutput::on_eof() {
   splitter_.finish([this](std::string_view line) { emit(line); });
-  if (!pending_.empty()) {
-    if (!write_all(route_.console_fd, pending_)) route_.console_fd = -1;
-    pending_.clear();
-  }
+  write_pending();
+}
+
+void StreamOutput::flush_partial() {
+  splitter_.finish([this](std::string_view line) { emit(line, /*newline=*/false); });
+  write_pending();
 }
 
 }  // namespace mlrun

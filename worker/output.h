@@ -3,6 +3,7 @@
 // stderr) for the failure summary.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -15,6 +16,10 @@ namespace mlrun {
 /// bounded whatever a worker prints.
 inline constexpr std::size_t kMaxLineBytes = 64 * 1024;
 
+/// How long an unfinished line waits for its newline before it is shown as it is, so that a
+/// prompt such as pdb's "(Pdb) " appears (StreamOutput::flush_partial, called by the agent).
+inline constexpr std::chrono::milliseconds kPartialLineIdle{100};
+
 /// Splits a byte stream into lines (without the '\n').
 class LineSplitter {
  public:
@@ -22,6 +27,8 @@ class LineSplitter {
   void feed(std::string_view data, const std::function<void(std::string_view)>& on_line);
   /// Calls on_line for a final line that had no '\n', if any.
   void finish(const std::function<void(std::string_view)>& on_line);
+  /// Whether bytes of an unfinished line are held.
+  bool has_partial() const { return !partial_.empty(); }
 
  private:
   std::string partial_;
@@ -63,10 +70,16 @@ class StreamOutput {
   ~StreamOutput();  ///< Closes the log file.
   void on_data(std::string_view data);
   void on_eof();
+  /// Whether an unfinished line is held (the agent then arms the kPartialLineIdle timer).
+  bool has_partial() const { return splitter_.has_partial(); }
+  /// Shows the unfinished line now, tagged like a line and without a newline; its rest, when it
+  /// comes, is tagged again as a line of its own.
+  void flush_partial();
   const LineTail& tail() const { return tail_; }
 
  private:
-  void emit(std::string_view line);
+  void emit(std::string_view line, bool newline = true);
+  void write_pending();
   StreamRoute route_;
   LineSplitter splitter_;
   LineTail tail_;

@@ -68,5 +68,24 @@ TEST(StreamOutput, PrefixesWholeLinesAndCopiesRawBytesToTheFile) {
   unlink(path);
 }
 
+TEST(StreamOutput, FlushesAnUnfinishedLineTaggedAndWithoutANewline) {
+  int console[2];
+  ASSERT_EQ(pipe(console), 0);
+  {
+    StreamOutput out(StreamRoute{console[1], "[0] ", -1, true}, 5);
+    out.on_data("line\n(Pdb) ");
+    EXPECT_TRUE(out.has_partial());
+    out.flush_partial();
+    EXPECT_FALSE(out.has_partial());
+    out.flush_partial();  // Nothing held: nothing written.
+    out.on_data("42\nrest");
+    out.on_eof();
+    EXPECT_EQ(out.tail().lines(), (std::deque<std::string>{"line", "(Pdb) ", "42", "rest"}));
+  }
+  close(console[1]);
+  EXPECT_EQ(read_all(console[0]), "[0] line\n[0] (Pdb) [0] 42\n[0] rest\n");
+  close(console[0]);
+}
+
 }  // namespace
 }  // namespace mlrun
