@@ -398,10 +398,12 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     std::vector<WorkerSpec> specs;
     for (int lr = 0; lr < job.nproc; ++lr) {
       int rank = a.rank_offset + lr;
-      specs.push_back(WorkerSpec{
-          rank, lr,
-          SpawnRequest{
-              job.argv, worker_environment(base, env, lr, hooks.error_file(g, rank)), {}}});
+      specs.push_back(
+          WorkerSpec{rank, lr,
+                     SpawnRequest{job.argv,
+                                  worker_environment(base, env, lr, hooks.error_file(g, rank)),
+                                  {},
+                                  job.stdin_to_rank0 && rank == 0 ? STDIN_FILENO : -1}});
     }
     return specs;
   };

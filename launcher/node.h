@@ -37,6 +37,9 @@ struct NodeJob {
   /// leave that to the head.
   bool print_summary = true;
   std::string host;  ///< This node's name, for summaries.
+  /// Global rank 0, if it runs on this node, reads this launcher's stdin (SpawnRequest::stdin_fd);
+  /// every other worker reads /dev/null. Off for agents, whose stdin is the head's lifeline.
+  bool stdin_to_rank0 = false;
   /// Elastic jobs (--nnodes=MIN:MAX, docs/multinode.md "Elastic jobs"): nnodes_min < nnodes.
   /// 0 or nnodes: a fixed-size job, which has no rounds, last call or heartbeats.
   int nnodes_min = 0;

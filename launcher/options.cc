@@ -199,6 +199,7 @@ const std::vector<OptionSpec>& table() {
       {{"--iface"}, true, text(&Options::iface)},
       {{"--dry_run"}, false, flag(&Options::dry_run)},
       {{"--grace_period"}, true, positive_seconds(&Options::grace_period)},
+      {{"--stdin"}, true, one_of(&Options::stdin_mode, {"rank0", "0", "none"})},
       {{"--help", "-h"}, false, flag(&Options::help)},
       {{"--version"}, false, flag(&Options::version)},
   };
@@ -233,6 +234,7 @@ bool is_head_only(const OptionSpec* spec) {
                                                           "--exclude",
                                                           "-x",
                                                           "--dry_run",
+                                                          "--stdin",
                                                           "--help",
                                                           "--version",
                                                           "--local_addr"};
@@ -358,6 +360,7 @@ mlrun options:
   --backend auto|nccl|gloo|mpi     communication backend (default auto)
   --iface NAME|auto                network interface for the backend (default auto)
   --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5)
+  --stdin rank0|none               give this terminal or input to global rank 0 (default rank0)
   --dry-run                        print the plan and start nothing
   -h, --help, --version
 )";

@@ -55,6 +55,9 @@ struct Options {
   std::string iface = "auto";
   bool dry_run = false;
   double grace_period = 5.0;  ///< Seconds between SIGTERM and SIGKILL at teardown.
+  /// --stdin rank0 (or mpirun's 0): this launcher's stdin goes to global rank 0 when it runs
+  /// here; none: every worker reads /dev/null.
+  std::string stdin_mode = "rank0";
   bool help = false;
   bool version = false;
 

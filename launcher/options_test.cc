@@ -38,6 +38,15 @@ TEST(Options, NodeArgsKeepWhatAgentsNeed) {
   EXPECT_TRUE(r.options.nproc_given);
 }
 
+TEST(Options, StdinModeIsTheHeadsAndChecked) {
+  EXPECT_EQ(parse({"train.py"}).options.stdin_mode, "rank0");
+  auto r = parse({"-H", "a,b", "--stdin", "none", "train.py"});
+  ASSERT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.options.stdin_mode, "none");
+  EXPECT_TRUE(r.options.node_args.empty());  // Agents never give their stdin away.
+  EXPECT_EQ(parse({"--stdin=all", "train.py"}).errors.size(), 1u);
+}
+
 TEST(Options, ModuleAndNoPython) {
   auto r = parse({"-m", "pkg.train", "--x"});
   ASSERT_TRUE(r.errors.empty());

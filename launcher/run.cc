@@ -138,6 +138,8 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   job.max_restarts = o.max_restarts;
   job.grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   job.host = plan.hostname;
+  // An agent's stdin is the head's lifeline, never a worker's: remote ranks read /dev/null.
+  job.stdin_to_rank0 = lifeline_fd < 0 && o.stdin_mode != "none";
   NodeHooks hooks;
   hooks.routes = [&](int attempt, const WorkerSpec& w) {
     return routes_for(o, plan, run_dir, attempt, w);
@@ -296,6 +298,8 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
     on_hosts(o) ? print_host_plan(o, plan) : print_dry_run(o, plan);
     return 0;
   }
+  // A closed stdin would let the next descriptor opened take fd 0 and become rank 0's stdin.
+  if (fcntl(STDIN_FILENO, F_GETFD) < 0) open("/dev/null", O_RDONLY);
   // 3. The lifeline, forked while this process has one thread, cleans up if we are SIGKILLed.
   Lifeline lifeline = Lifeline::start();
   // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.

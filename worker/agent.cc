@@ -15,6 +15,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "worker/stdin.h"
+
 namespace mlrun {
 
 namespace asio = boost::asio;
@@ -82,7 +84,8 @@ struct Agent::Impl final : SupervisorHooks {
         lifeline(lifeline),
         callbacks(std::move(callbacks)),
         config(config),
-        supervisor(spawner, *this, std::move(planner), config),
+        stdin_spawner(make_terminal_stdin_spawner(io, spawner)),
+        supervisor(*stdin_spawner, *this, std::move(planner), config),
         signals(io, SIGINT, SIGTERM, SIGHUP),
         children(io, SIGCHLD),
         timer(io) {}
@@ -91,6 +94,8 @@ struct Agent::Impl final : SupervisorHooks {
   Lifeline& lifeline;
   AgentCallbacks callbacks;
   SupervisorConfig config;
+  // Turns a terminal as a worker's stdin into a pipe fed from it (worker/stdin.h).
+  std::unique_ptr<ProcessSpawner> stdin_spawner;
   Supervisor supervisor;
   asio::signal_set signals;
   asio::signal_set children;

@@ -37,7 +37,7 @@ std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
 
 // Everything the child runs between fork and exec is async-signal-safe: it may be a copy of a
 // multi-threaded process holding locks.
-[[noreturn]] void exec_child(pid_t parent, const Pipe& out, const Pipe& err, int devnull,
+[[noreturn]] void exec_child(pid_t parent, const Pipe& out, const Pipe& err, int stdin_fd,
                              const char* cwd, char* const* argv, char* const* envp,
                              const char* failure_prefix) {
   setpgid(0, 0);
@@ -45,7 +45,12 @@ std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
   // come, so check the parent afterwards.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);
-  dup2(devnull, STDIN_FILENO);
+  // dup2 onto itself (stdin_fd 0) changes nothing, so clear close-on-exec by hand.
+  if (stdin_fd == STDIN_FILENO) {
+    fcntl(STDIN_FILENO, F_SETFD, 0);
+  } else {
+    dup2(stdin_fd, STDIN_FILENO);
+  }
   dup2(out.write, STDOUT_FILENO);
   dup2(err.write, STDERR_FILENO);
   // The launcher ignores SIGPIPE and handles others; a fresh program expects defaults.
@@ -104,8 +109,9 @@ class PosixSpawner final : public ProcessSpawner {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
-      exec_child(parent, out, err, devnull_, request.cwd.empty() ? nullptr : request.cwd.c_str(),
-                 argv.data(), envp.data(), failure_prefix.c_str());
+      exec_child(parent, out, err, request.stdin_fd >= 0 ? request.stdin_fd : devnull_,
+                 request.cwd.empty() ? nullptr : request.cwd.c_str(), argv.data(), envp.data(),
+                 failure_prefix.c_str());
     }
     int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

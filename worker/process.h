@@ -18,6 +18,9 @@ struct SpawnRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;
   std::string cwd;  ///< Empty: inherit the launcher's.
+  /// The child's stdin: -1 reads /dev/null, else this descriptor of the caller's (duplicated in
+  /// the child, left open here). Agent replaces a terminal with a pipe it feeds (worker/stdin.h).
+  int stdin_fd = -1;
 };
 
 /// A started process. stdout_fd and stderr_fd are the read ends of its output pipes,
@@ -38,7 +41,8 @@ class ProcessSpawner {
  public:
   virtual ~ProcessSpawner() = default;
   /// Starts a process that leads its own process group, dies with this thread's process
-  /// (PR_SET_PDEATHSIG), reads /dev/null and writes into two fresh pipes. Throws SpawnError.
+  /// (PR_SET_PDEATHSIG), reads request.stdin_fd (/dev/null by default) and writes into two fresh
+  /// pipes. Throws SpawnError.
   virtual SpawnedProcess spawn(const SpawnRequest& request) = 0;
   /// Sends sig to every process of the group led by pgid. A group that is gone is not an error.
   virtual void signal_group(pid_t pgid, int sig) = 0;
