@@ -246,7 +246,6 @@ void ServerCore::Impl::read_more(const ConnPtr& c) {
 
 bool ServerCore::Impl::take_frames(const ConnPtr& c) {
   std::size_t begin = 0;
-  bool header_decoded = false;  // c->header is that of the frame at `begin`
   while (c->in_used - begin >= kHeaderBytes) {
     std::span<const std::uint8_t> at(c->in.data() + begin, kHeaderBytes);
     std::size_t limit = c->authed ? kMaxPayloadBytes : kMaxHelloPayloadBytes;
@@ -261,10 +260,7 @@ bool ServerCore::Impl::take_frames(const ConnPtr& c) {
       return false;
     }
     std::size_t frame = kHeaderBytes + c->header.payload_bytes;
-    if (c->in_used - begin < frame) {
-      header_decoded = true;
-      break;
-    }
+    if (c->in_used - begin < frame) break;
     on_frame(c, {c->in.data() + begin + kHeaderBytes, c->header.payload_bytes});
     begin += frame;
     if (c->closed || c->closing) return false;
@@ -273,8 +269,10 @@ bool ServerCore::Impl::take_frames(const ConnPtr& c) {
   // against this connection's limit); a buffer grown for a large frame shrinks back after it.
   std::memmove(c->in.data(), c->in.data() + begin, c->in_used - begin);
   c->in_used -= begin;
-  std::size_t need =
-      header_decoded ? std::max(kReadChunk, kHeaderBytes + c->header.payload_bytes) : kReadChunk;
+  // A whole header left means the loop stopped inside its payload, and c->header is its header.
+  std::size_t need = c->in_used >= kHeaderBytes
+                         ? std::max(kReadChunk, kHeaderBytes + c->header.payload_bytes)
+                         : kReadChunk;
   if (c->in.size() < need || (c->in.size() > kReadChunk && c->in_used <= kReadChunk)) {
     c->in.resize(std::max(need, c->in_used));
     c->in.shrink_to_fit();
