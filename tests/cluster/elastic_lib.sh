@@ -2,22 +2,19 @@
 # started by hand (cluster.sh exec), host1 serving the rendezvous (its address is the endpoint).
 source "$(dirname "${BASH_SOURCE[0]}")/multinode_lib.sh"
 
-PORT=$((20000 + (RANDOM * 7 + $$) % 20000))
+PORT=$(random_port)
 JOB="mlrt-el-$RANDOM$RANDOM"
 ENDPOINT="10.77.0.11:$PORT"
 # Short windows so that the tests take seconds: last call 2 s, heartbeats every 0.5 s, a node
 # silent for 4 s is lost.
 CONF=${CONF:-last_call_timeout=2,heartbeat_interval=0.5,heartbeat_timeout=4,join_timeout=60}
-declare -a NODE_PIDS
 
-# start_node I NNODES ARGS...: mlrun on host I in the background, output in $T/nodeI.out.
+# start_node I NNODES ARGS...: an elastic node on host I (start_mlrun_on).
 start_node() {
   local i=$1 nnodes=$2
   shift 2
-  "$CLUSTER" exec "$i" sh -c 'cd "$1" && shift && exec "$@"' sh "$T" "$MLRUN" \
-    --rdzv_backend=c10d --rdzv_endpoint="$ENDPOINT" --rdzv_id="$JOB" --nnodes="$nnodes" \
-    --rdzv_conf "$CONF" "$@" >"$T/node$i.out" 2>&1 &
-  NODE_PIDS[i]=$!
+  start_mlrun_on "$i" --rdzv_backend=c10d --rdzv_endpoint="$ENDPOINT" --rdzv_id="$JOB" \
+    --nnodes="$nnodes" --rdzv_conf "$CONF" "$@"
 }
 
 # wait_node I SECONDS: the node's exit code in $RC.

@@ -13,15 +13,11 @@ fi
 touch "$T/up.$RANK"
 while :; do "$T/sleep" 1 & wait $!; done'
 
-port=$((20000 + (RANDOM * 7 + $$) % 20000))
-set -m  # job control: background jobs do not start with SIGINT ignored (see start_mlrun)
+port=$(random_port)
 for i in 1 2; do
-  "$CLUSTER" exec "$i" sh -c 'cd "$1" && shift && exec "$@"' sh "$T" "$MLRUN" --nnodes=2 \
-    --node_rank=$((i - 1)) --master_addr=10.77.0.11 --master_port="$port" --nproc_per_node=1 \
-    --grace_period=20 "$T/worker.sh" >"$T/node$i.out" 2>&1 &
-  pids[i]=$!
+  start_mlrun_on "$i" --nnodes=2 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
+    --master_port="$port" --nproc_per_node=1 --grace_period=20 "$T/worker.sh"
 done
-set +m
 wait_until 120 files_at_least "$T/up.*" 2 || fail "the 2 workers did not start"
 # Node 0's mlrun: the first process running $MLRUN with node rank 0 (the next is its lifeline
 # fork, which ignores signals).
@@ -41,7 +37,7 @@ took=$(($(cat "$T/got.1") - start))
 [ -s "$T/got.0" ] || fail "node 0's worker was not signalled"
 for i in 1 2; do
   rc=0
-  wait "${pids[i]}" || rc=$?
+  wait "${NODE_PIDS[i]}" || rc=$?
   [ $rc -eq 130 ] || fail "the node on host$i exited $rc, expected 130"
 done
 expect_grep "$T/node2.out" "job aborted: interrupted: SIGINT on node 0 "

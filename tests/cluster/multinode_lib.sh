@@ -29,6 +29,23 @@ unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE RO
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# random_port: the rendezvous port of nodes started by hand.
+random_port() { echo $((20000 + (RANDOM * 7 + $$) % 20000)); }
+
+# start_mlrun_on I ARGS...: mlrun ARGS on host I (cluster.sh exec), from $T, in the background;
+# its output in $T/nodeI.out, its pid in NODE_PIDS[I]. Job control is on around it, as in
+# start_mlrun, so that it does not start with SIGINT ignored.
+declare -a NODE_PIDS
+start_mlrun_on() {
+  local i=$1
+  shift
+  set -m
+  "$CLUSTER" exec "$i" sh -c 'cd "$1" && shift && exec "$@"' sh "$T" "$MLRUN" "$@" \
+    >"$T/node$i.out" 2>&1 &
+  NODE_PIDS[i]=$!
+  set +m
+}
+
 # wait_until SECONDS COMMAND...: polls COMMAND every 50 ms; false if it never succeeded.
 wait_until() {
   local deadline=$(($(now_ms) + $1 * 1000))

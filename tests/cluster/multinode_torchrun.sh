@@ -7,21 +7,15 @@
 source "$(dirname "$0")/multinode_lib.sh"
 write_worker layout.sh "$LAYOUT_LINE"
 
-free_port() { echo $((20000 + (RANDOM * 7 + $$) % 20000)); }
-
-
 # Static.
-port=$(free_port)
-pids=()
+port=$(random_port)
 for i in 1 2 3; do
-  "$CLUSTER" exec "$i" sh -c 'cd "$1" && shift && exec "$@"' sh "$T" "$MLRUN" --nnodes=3 \
-    --node_rank=$((i - 1)) --master_addr=10.77.0.11 --master_port="$port" --nproc_per_node=2 \
-    "$T/layout.sh" >"$T/node$i.out" 2>&1 &
-  pids[i]=$!
+  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
+    --master_port="$port" --nproc_per_node=2 "$T/layout.sh"
 done
 for i in 1 2 3; do
   rc=0
-  wait "${pids[i]}" || rc=$?
+  wait "${NODE_PIDS[i]}" || rc=$?
   [ $rc -eq 0 ] || fail "static: the node on host$i exited $rc"
 done
 cat "$T"/node*.out >"$T/out"
@@ -33,18 +27,15 @@ echo "ok: static torchrun-style launch on 3 hosts"
 rm -f "$T"/rank.* "$T"/node*.out
 write_worker layout.sh "$LAYOUT_LINE
 echo \"\$MASTER_ADDR\" >\"\$T/master.\$RANK\""
-port=$(free_port)
+port=$(random_port)
 job="mlrt-$RANDOM$RANDOM"
-pids=()
 for i in 1 2 3; do
-  "$CLUSTER" exec "$i" sh -c 'cd "$1" && shift && exec "$@"' sh "$T" "$MLRUN" \
-    --rdzv_backend=c10d --rdzv_endpoint="10.77.0.11:$port" --rdzv_id="$job" --nnodes=3 \
-    --nproc_per_node=2 "$T/layout.sh" >"$T/node$i.out" 2>&1 &
-  pids[i]=$!
+  start_mlrun_on "$i" --rdzv_backend=c10d --rdzv_endpoint="10.77.0.11:$port" --rdzv_id="$job" \
+    --nnodes=3 --nproc_per_node=2 "$T/layout.sh"
 done
 for i in 1 2 3; do
   rc=0
-  wait "${pids[i]}" || rc=$?
+  wait "${NODE_PIDS[i]}" || rc=$?
   [ $rc -eq 0 ] || fail "dynamic: the node on host$i exited $rc"
 done
 cat "$T"/node*.out >"$T/out"

@@ -8,21 +8,18 @@ trap '"$CLUSTER" link-up 3 >/dev/null 2>&1 || true; cleanup' EXIT
 write_worker worker.sh '
 echo "$(hostname)" >"$T/up.$RANK"
 exec "$T/sleep" 1000'
-port=$((20000 + (RANDOM * 7 + $$) % 20000))
-pids=()
+port=$(random_port)
 for i in 1 2 3; do
-  "$CLUSTER" exec "$i" sh -c 'cd "$1" && shift && exec "$@"' sh "$T" "$MLRUN" --nnodes=3 \
-    --node_rank=$((i - 1)) --master_addr=10.77.0.11 --master_port="$port" --nproc_per_node=1 \
-    "$T/worker.sh" >"$T/node$i.out" 2>&1 &
-  pids[i]=$!
+  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
+    --master_port="$port" --nproc_per_node=1 "$T/worker.sh"
 done
 wait_until 120 files_at_least "$T/up.*" 3 || fail "the 3 workers did not start"
 start=$(now_ms)
 "$CLUSTER" link-down 3
 for i in 1 2; do
-  wait_until 60 eval '! kill -0 '"${pids[i]}"' 2>/dev/null' || fail "the node on host$i still runs 60 s after the cut"
+  wait_until 60 eval '! kill -0 '"${NODE_PIDS[i]}"' 2>/dev/null' || fail "the node on host$i still runs 60 s after the cut"
   rc=0
-  wait "${pids[i]}" || rc=$?
+  wait "${NODE_PIDS[i]}" || rc=$?
   [ $rc -ne 0 ] || fail "the node on host$i exited 0"
 done
 took=$(($(now_ms) - start))
