@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev openssh-server openssh-client python3-torch
   clang-14 libclang-rt-14-dev iproute2 procps psmisc time nftables
+  slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${packages[@]}"; do
