@@ -94,6 +94,23 @@ bool is_local_host(const std::string& host) {
   return false;
 }
 
+bool LossReports::report(int node_rank, const std::string& host, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (closed_ || !on_lost_) return false;
+  on_lost_(node_rank, host, why);
+  return true;
+}
+
+void LossReports::close() {
+  std::lock_guard lock(mutex_);
+  closed_ = true;
+}
+
+bool LossReports::closed() const {
+  std::lock_guard lock(mutex_);
+  return closed_;
+}
+
 struct RemoteAgents::State {
   struct Running {
     int node_rank;
@@ -107,8 +124,9 @@ struct RemoteAgents::State {
   };
   std::vector<SshSession> sessions;  // Connected, not started yet.
   std::vector<Running> agents;
-  LostCallback on_lost;
-  std::atomic<bool> job_over{false};
+  // Checking "is the job over?" and aborting the job are one step under its lock: a loss seen as
+  // the job ends is reported while the server still serves, or not at all.
+  std::unique_ptr<LossReports> lost = std::make_unique<LossReports>();
   std::thread relay;
   // Agents that exited by themselves, with an exit code, before the job was over. Such an agent
   // has normally finished its part (its node settled the job, or it published an abort), and
@@ -127,7 +145,7 @@ struct RemoteAgents::State {
   int wake_w = -1;
 
   void over() {
-    job_over = true;
+    lost->close();
     char c = 0;
     if (wake_w >= 0) {
       [[maybe_unused]] ssize_t n = ::write(wake_w, &c, 1);
@@ -157,17 +175,18 @@ struct RemoteAgents::State {
         }
       }
       // An exited agent waits for the job's end (over() wakes the poll) or its deadline.
-      if (job_over) exited.clear();
+      if (lost->closed()) exited.clear();
       auto now = std::chrono::steady_clock::now();
       int timeout = -1;
       for (auto it = exited.begin(); it != exited.end();) {
         if (now < it->deadline) {
           auto left = std::chrono::ceil<std::chrono::milliseconds>(it->deadline - now).count();
-          timeout = timeout < 0 ? static_cast<int>(left) : std::min(timeout, static_cast<int>(left));
+          timeout =
+              timeout < 0 ? static_cast<int>(left) : std::min(timeout, static_cast<int>(left));
           ++it;
           continue;
         }
-        if (on_lost) on_lost(it->node_rank, it->host, it->why);
+        lost->report(it->node_rank, it->host, it->why);
         it = exited.erase(it);
       }
       if (which.empty() && exited.empty()) return;
@@ -190,16 +209,16 @@ struct RemoteAgents::State {
           a.ended = true;
           RemoteExit exit = a.command.wait();
           drain(a, buf, sizeof buf);
-          if (!job_over && on_lost) {
+          if (!lost->closed()) {
             std::string why = !exit.error.empty() ? exit.error
                               : !exit.signal.empty()
                                   ? fmt::format("its agent was killed by SIG{}", exit.signal)
                                   : fmt::format("its agent exited with code {}", exit.exit_code);
             if (exit.error.empty() && exit.signal.empty()) {
-              exited.push_back({std::chrono::steady_clock::now() + kLostGrace, a.node_rank, a.host,
-                                why});
+              exited.push_back(
+                  {std::chrono::steady_clock::now() + kLostGrace, a.node_rank, a.host, why});
             } else {
-              on_lost(a.node_rank, a.host, why);
+              lost->report(a.node_rank, a.host, why);
             }
           }
           continue;
@@ -262,7 +281,7 @@ std::string RemoteAgents::local_address() const {
 }
 
 void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
-  state_->on_lost = std::move(on_lost);
+  state_->lost = std::make_unique<LossReports>(std::move(on_lost));  // Before the relay starts.
   for (std::size_t i = 0; i < agents.size() && i < state_->sessions.size(); ++i) {
     std::string host = state_->sessions[i].host();
     state_->agents.push_back(State::Running{

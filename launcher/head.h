@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,29 @@ HostPlan plan_hosts(const Options& options,
 /// its interface addresses.
 bool is_local_host(const std::string& host);
 
+/// Reports of lost agents to the job, up to the job's end. The relay thread reports; the head
+/// closes it when the job is over, before the callback's target (the rendezvous server) stops.
+/// A report and close() are serialised: close() waits for a report in progress, and once it has
+/// returned no report runs or starts. So a loss seen before the job's end is handled and one seen
+/// after it is ignored, whichever thread gets there first.
+class LossReports {
+ public:
+  using Callback =
+      std::function<void(int node_rank, const std::string& host, const std::string& why)>;
+  explicit LossReports(Callback on_lost = nullptr) : on_lost_(std::move(on_lost)) {}
+
+  /// Calls the callback unless closed (on this thread, under the lock); returns whether it did.
+  bool report(int node_rank, const std::string& host, const std::string& why);
+  /// The job is over: waits for a report in progress, then refuses every later one.
+  void close();
+  bool closed() const;
+
+ private:
+  mutable std::mutex mutex_;
+  bool closed_ = false;
+  Callback on_lost_;
+};
+
 /// The agents on remote hosts: started over SSH in parallel, their output relayed to this
 /// process's stdout and stderr line by line, and watched: an agent that ends before the job does
 /// is reported to on_lost (from the relay thread).
@@ -45,8 +69,7 @@ class RemoteAgents {
     std::string command;  ///< The remote command line (no secret in it).
     std::string payload;  ///< Its stdin: the job description and the token.
   };
-  using LostCallback =
-      std::function<void(int node_rank, const std::string& host, const std::string& why)>;
+  using LostCallback = LossReports::Callback;
 
   /// Connects to every agent's host at once. On any failure nothing is connected and every
   /// failure is in errors, one line per host.
@@ -59,8 +82,9 @@ class RemoteAgents {
   void start(std::vector<Agent> agents, LostCallback on_lost);
   ~RemoteAgents();
 
-  /// The job is over: agents that end from now on are not lost. Waits up to bound for every
-  /// agent to exit by itself, then closes the connections of the rest.
+  /// The job is over: agents that end from now on are not lost, and once this has begun no
+  /// on_lost call is in progress or starts (see LossReports). Waits up to bound for every agent
+  /// to exit by itself, then closes the connections of the rest.
   void finish(std::chrono::milliseconds bound);
 
   struct State;

@@ -1,6 +1,14 @@
 #include "launcher/head.h"
 
+#include <atomic>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <mlrun/rendezvous.hpp>
 
 namespace mlrun {
 namespace {
@@ -71,6 +79,69 @@ TEST(IsLocalHost, KnowsThisMachine) {
   EXPECT_TRUE(is_local_host("localhost"));
   EXPECT_TRUE(is_local_host("127.0.0.1"));
   EXPECT_FALSE(is_local_host("192.0.2.77"));
+}
+
+TEST(LossReports, HandledBeforeCloseIgnoredAfter) {
+  std::vector<int> seen;
+  LossReports reports(
+      [&](int node, const std::string&, const std::string&) { seen.push_back(node); });
+  EXPECT_TRUE(reports.report(1, "a", "killed"));
+  reports.close();
+  EXPECT_TRUE(reports.closed());
+  EXPECT_FALSE(reports.report(2, "b", "killed"));
+  EXPECT_EQ(seen, std::vector<int>{1});
+}
+
+// The head's teardown (launcher/run.cc launch_on_hosts): an agent is lost at the moment the job
+// ends, so the relay thread reports it while the head closes the reports and destroys the
+// rendezvous server. The report must either abort the job on a serving server or not happen:
+// never reach a stopped server (its abort would wait forever) or a destroyed one (use after
+// free). Repeated with the two threads released together; tools/sanitize.sh runs it under TSan
+// and ASan, where either fault is a report even when the timing hides it.
+TEST(LossReports, LossAtTheJobsEndNeverReachesAGoneServer) {
+  std::mt19937 random(20261201);
+  int handled = 0;
+  int ignored = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::optional<rendezvous::Server> server;
+    server.emplace(rendezvous::Server::start(rendezvous::ServerOptions{"127.0.0.1", 0, "t"}));
+    rendezvous::Server* served = &*server;
+    std::atomic<bool> aborted_after_close{false};
+    std::atomic<bool> closed{false};
+    LossReports reports([&](int node, const std::string& host, const std::string& why) {
+      if (closed) aborted_after_close = true;
+      served->abort(fmt::format("node {} ({}) lost: {}", node, host, why));
+    });
+    // Both threads spin a random while after a common start, so that rounds land on both sides
+    // of the close.
+    std::atomic<bool> ready{false};
+    std::atomic<bool> go{false};
+    auto spin = [](int n) {
+      for (int i = 0; i < n; ++i) std::atomic_signal_fence(std::memory_order_seq_cst);
+    };
+    int relay_spin = static_cast<int>(random() % 50000);
+    int head_spin = static_cast<int>(random() % 50000);
+    std::thread relay([&] {
+      ready = true;
+      while (!go) {
+      }
+      spin(relay_spin);
+      reports.report(1, "host2", "its agent was killed by SIGKILL") ? ++handled : ++ignored;
+    });
+    while (!ready) {
+    }
+    go = true;
+    spin(head_spin);
+    reports.close();  // What RemoteAgents::finish does first.
+    closed = true;
+    server.reset();
+    relay.join();
+    ASSERT_FALSE(aborted_after_close) << "a loss was reported after the job's end, round " << round;
+  }
+  EXPECT_EQ(handled + ignored, 200);
+  // Which side of the close the rounds fell on, for whoever checks that the window was hit.
+  RecordProperty("handled", handled);
+  RecordProperty("ignored", ignored);
 }
 
 }  // namespace

@@ -177,6 +177,9 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     if (!n.local) remote_hosts.push_back(n.host);
   }
   std::vector<std::string> errors;
+  // Declared before the agents so that it is destroyed after them: ~RemoteAgents joins the relay
+  // thread, whose loss reports abort the job on this server (finish() has closed them by then).
+  std::optional<rendezvous::Server> server;
   std::unique_ptr<RemoteAgents> remote;
   if (!remote_hosts.empty()) {
     remote = RemoteAgents::connect(remote_hosts, std::chrono::seconds(10), errors);
@@ -196,7 +199,6 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   // This host's own workers talk to the others on the interface of that route.
   if (remote && o.master_addr.empty()) choose_network(o, plan, advertised);
   std::string token = random_hex(16);
-  std::optional<rendezvous::Server> server;
   try {
     server.emplace(
         rendezvous::Server::start(rendezvous::ServerOptions{"0.0.0.0", 0, token, plan.job_id}));
@@ -267,6 +269,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   // 5. Every agent ends with the job, after stopping its workers (at most the grace period);
   //    close the connections of any that do not.
   auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
+  //    From here on a lost agent is no longer reported (finish() closes the reports first).
   if (remote) remote->finish(grace + std::chrono::seconds(10));
   // The server is destroyed before the signals' thread ends: a late signal must not reach it.
   if (head_signals) head_signals->on_interrupt(nullptr);
