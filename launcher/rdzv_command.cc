@@ -32,6 +32,7 @@ struct RdzvOptions {
   std::string token_file;      // --token-file: read the token from it
   std::string new_token_file;  // --new-token-file: write a fresh token to it
   std::string job_id;
+  bool torch_store = false;  // --torch-store: also serve PyTorch's TCPStore protocol
   bool help = false;
 };
 
@@ -72,6 +73,8 @@ RdzvOptions parse(const std::vector<std::string>& args, std::vector<std::string>
       if (auto v = take()) o.new_token_file = *v;
     } else if (arg == "--job-id") {
       if (auto v = take()) o.job_id = *v;
+    } else if (arg == "--torch-store" && !has_value) {
+      o.torch_store = true;
     } else if (arg == "--token") {
       // Refused on purpose: every user of the host can read a process's argv.
       if (!has_value && i + 1 < args.size()) ++i;
@@ -151,7 +154,7 @@ std::string advertised_endpoint(const RdzvOptions& o, const rdzv::Server& server
 std::string rdzv_usage() {
   return fmt::format(
       "usage: mlrun rdzv [--host ADDR] [--port PORT] [--token-file FILE | --new-token-file FILE]\n"
-      "                  [--job-id ID]\n"
+      "                  [--job-id ID] [--torch-store]\n"
       "Serves a rendezvous (ranks, key-value store, barriers, NCCL unique IDs) for trainers that\n"
       "bring their own launcher, until SIGINT or SIGTERM. Prints its endpoint (host:port) on\n"
       "stdout, one line, once it listens; clients connect with that endpoint and the token.\n"
@@ -160,6 +163,9 @@ std::string rdzv_usage() {
       "  --token-file FILE       read the job's token from FILE\n"
       "  --new-token-file FILE   make a random token and write it to FILE (created, mode 600)\n"
       "  --job-id ID             refuse clients that name another job id\n"
+      "  --torch-store           also serve PyTorch's TCPStore (torch 1.13 and 2.x clients) on\n"
+      "                          the same port, to loopback and to hosts of authenticated\n"
+      "                          clients (docs/torch-store.md)\n"
       "Without a file, the token is MLRUN_RDZV_TOKEN. There is no --token flag: argv is\n"
       "visible to every user of the host.\n",
       kDefaultPort);
@@ -193,6 +199,7 @@ int rdzv_command(const std::vector<std::string>& args) {
   std::optional<rdzv::Server> server;
   try {
     rdzv::ServerOptions options{o.host, o.port, token, o.job_id};
+    options.torch_store = o.torch_store;
     options.on_abort = [](std::string_view reason) {
       fmt::print(stderr, "mlrun rdzv: the job was aborted: {}\n", reason);
     };

@@ -221,6 +221,7 @@ void ServerCore::Impl::arm_deadline(const ConnPtr& c, std::chrono::milliseconds 
   c->deadline.expires_after(after);
   c->deadline.async_wait([self = shared_from_this(), c, seq, why, after](error_code ec) {
     if (ec || c->closed || seq != c->deadline_seq) return;
+    if (self->keep_silent_torch(c)) return;
     if (!c->closing) {
       self->log(fmt::format("closing {}: {} within {} ms", c->peer, why, after.count()));
     }
@@ -245,6 +246,9 @@ void ServerCore::Impl::read_more(const ConnPtr& c) {
 }
 
 bool ServerCore::Impl::take_frames(const ConnPtr& c) {
+  if (c->torch || (options_.torch_store && !c->authed)) {
+    if (std::optional<bool> torch = route_torch(c)) return *torch;
+  }
   std::size_t begin = 0;
   while (c->in_used - begin >= kHeaderBytes) {
     std::span<const std::uint8_t> at(c->in.data() + begin, kHeaderBytes);
@@ -372,6 +376,7 @@ void ServerCore::Impl::lost_if_silent(const ConnPtr& c, const error_code& ec) {
 void ServerCore::Impl::close(const ConnPtr& c) {
   if (c->closed) return;
   unhold(*c);
+  torch_forget(*c);
   c->closed = true;
   error_code ec;
   c->socket.close(ec);
@@ -448,6 +453,7 @@ void ServerCore::Impl::on_frame(const ConnPtr& c, std::span<const std::uint8_t> 
 void ServerCore::Impl::on_hello(const ConnPtr& c, const Hello& r) {
   const std::uint32_t id = c->header.request_id;
   constexpr auto op = static_cast<std::uint8_t>(Op::kHello);
+  error_code ec;
   if (!same_token(r.token, options_.token)) {
     refuse(c, op, id, Status::kAuthFailed, "wrong token",
            fmt::format("refused {}: wrong token", c->peer));
@@ -459,6 +465,9 @@ void ServerCore::Impl::on_hello(const ConnPtr& c, const Hello& r) {
     return;
   }
   c->authed = true;
+  if (auto remote = c->socket.remote_endpoint(ec); !ec) {
+    torch_peers_.insert(torch_address(remote.address()));  // a node of the job (torch_peer)
+  }
   ++c->deadline_seq;
   c->deadline.cancel();
   reply(c, encode_reply(Op::kHello, id, HelloReply{}));
@@ -528,6 +537,9 @@ std::optional<std::string> ServerCore::aborted() const {
 }
 std::size_t ServerCore::connections() const {
   return impl_->connections();
+}
+std::size_t ServerCore::torch_refused() const {
+  return impl_->torch_refused();
 }
 std::size_t ServerCore::held_requests() const {
   return impl_->held_requests();

@@ -48,6 +48,8 @@ class ServerCore {
 
   /// Connections open now (authenticated or not).
   std::size_t connections() const;
+  /// TCPStore connections refused for their address (docs/torch-store.md).
+  std::size_t torch_refused() const;
   /// Blocking requests (get, wait, barrier, join) held now.
   std::size_t held_requests() const;
 

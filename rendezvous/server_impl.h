@@ -3,6 +3,7 @@
 //                      abort and stop; ServerCore and the public Server
 //   server_store.cc    the key-value store, barriers, joins, and held (blocking) requests
 //   server_elastic.cc  elastic groups: membership rounds, member heartbeats, lost members
+//   server_torch.cc    PyTorch's TCPStore protocol on the same port (docs/torch-store.md)
 #pragma once
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
@@ -25,6 +26,8 @@
 
 #include "rendezvous/protocol.h"
 #include "rendezvous/server.h"
+#include "rendezvous/torch_space.h"
+#include "rendezvous/torch_store.h"
 
 namespace mlrun::rendezvous {
 
@@ -34,6 +37,21 @@ using boost::system::error_code;
 // The protocol's messages by their own names: this header is included by the server's
 // source files only.
 using namespace proto;
+
+// A connection that speaks PyTorch's TCPStore protocol (server_torch.cc).
+struct TorchConn {
+  torch::Dialect dialect = torch::Dialect::kUnknown;  // kUnknown: silent so far (1.13 callback)
+  std::uint64_t generation = 0;                       // the key space it belongs to
+  bool validated = false;                             // torch 2.x: VALIDATE seen
+  // Unconsumed input starts at c->in[begin]: requests behind a waiting one are served in place
+  // when it completes, without moving the buffer a pending read writes into.
+  std::size_t begin = 0;
+  // The waiting request (WAIT, GET, MULTI_GET), answered once all its keys are set.
+  bool holding = false;
+  torch::Request held;
+  std::size_t next = 0;    // held.keys[next] is the first key not yet seen set
+  std::string waiting_on;  // the key it is registered on in torch_waiters_
+};
 
 enum class Held { kNone, kGet, kWait, kBarrier, kJoin, kElasticJoin };
 
@@ -71,6 +89,8 @@ struct Conn {
   std::string held_name;  // get/wait: the key registered on; barrier/join: the name
   std::vector<std::string> wait_keys;
   std::size_t wait_next = 0;  // wait: index of the first key not yet seen set
+
+  std::unique_ptr<TorchConn> torch;  // set for a TCPStore client
 };
 using ConnPtr = std::shared_ptr<Conn>;
 
@@ -135,6 +155,9 @@ struct ElasticGroup {
   std::vector<LostMember> lost;                               // seats lost, this round
 };
 
+// An address as the TCPStore allow list holds it (an IPv4-mapped IPv6 address as IPv4).
+std::string torch_address(const asio::ip::address& a);
+
 // s, sanitised and cut to 128 bytes, in double quotes: for error messages and log lines.
 std::string quoted(std::string_view s);
 
@@ -149,6 +172,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void clear_abort() { aborted_.reset(); }
   const std::optional<std::string>& aborted() const { return aborted_; }
   std::size_t connections() const { return conns_.size(); }
+  std::size_t torch_refused() const { return torch_refused_; }
   std::size_t held_requests() const {
     return static_cast<std::size_t>(std::count_if(
         conns_.begin(), conns_.end(), [](const auto& c) { return c.second->held != Held::kNone; }));
@@ -228,6 +252,27 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   // its waiters.
   void put(const std::string& key, std::string value);
 
+  // PyTorch's TCPStore protocol (server_torch.cc).
+  // Routes a connection that has not authenticated: nullopt when it speaks mlrun's protocol
+  // (or garbage, refused there), else what take_frames returns.
+  std::optional<bool> route_torch(const ConnPtr& c);
+  bool torch_peer(const Conn& c) const;
+  // A silent connection from a TCPStore peer when the handshake deadline passes: torch 1.13's
+  // callback connection, which never sends a byte. True: keep it.
+  bool keep_silent_torch(const ConnPtr& c);
+  // Handles every whole request in c->in; compact: the caller is the read handler, so the
+  // buffer may move. False when no read should follow (closing, or paused while waiting).
+  bool take_torch(const ConnPtr& c, bool compact);
+  bool torch_request(const ConnPtr& c, torch::Request& r);
+  void torch_hold(const ConnPtr& c, torch::Request r);
+  bool torch_advance(TorchConn& t);
+  void torch_finish(const ConnPtr& c);
+  void torch_notify(const std::string& key);
+  void torch_forget(Conn& c);
+  // Logs why and closes the connection (the protocol has no error reply); false.
+  bool torch_fail(const ConnPtr& c, std::string_view why);
+  void torch_new_generation();
+
   // The store.
   bool store(const ConnPtr& c, const std::string& key, std::string value);
   void notify(const std::string& key);
@@ -263,6 +308,14 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   // Heartbeat connections: a member's lifeline. Its close loses the member.
   std::unordered_map<Conn*, std::pair<std::string, std::string>> heartbeat_conns_;
   std::unique_ptr<asio::steady_timer> sweep_timer_;
+
+  // TCPStore clients' keys: one key space per generation (kTorchStoreGenerationKey).
+  std::uint64_t torch_generation_ = 0;
+  torch::KeySpace torch_space_;
+  std::unordered_map<std::string, std::unordered_set<Conn*>> torch_waiters_;
+  // Addresses of connections that authenticated with the token: the job's nodes.
+  std::unordered_set<std::string> torch_peers_;
+  std::size_t torch_refused_ = 0;
 };
 
 }  // namespace mlrun::rendezvous

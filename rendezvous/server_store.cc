@@ -65,6 +65,7 @@ bool ServerCore::Impl::advance_wait(Conn& c) {
 }
 
 void ServerCore::Impl::handle(const ConnPtr& c, Set& r) {
+  if (r.key == kTorchStoreGenerationKey) torch_new_generation();
   if (!store(c, r.key, std::move(r.value))) return;
   reply(c, encode_reply(Op::kSet, c->header.request_id, EmptyReply{}));
   notify(r.key);

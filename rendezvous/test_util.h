@@ -107,15 +107,15 @@ class LoopServer {
   std::vector<std::string> lines_;
 };
 
-/// A raw TCP connection to 127.0.0.1:port with bounded reads.
+/// A raw TCP connection to ip:port (IPv4) with bounded reads.
 class RawPeer {
  public:
-  explicit RawPeer(int port) {
+  explicit RawPeer(int port, const char* ip = "127.0.0.1") {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, ip, &addr.sin_addr);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
       ::close(fd_);
       fd_ = -1;
@@ -172,6 +172,18 @@ class RawPeer {
     while (true) {
       if (!fill(end)) return !timed_out_;
     }
+  }
+
+  /// Exactly n bytes (a TCPStore reply has no frame), or nullopt on EOF or the time limit.
+  std::optional<std::string> read_bytes(std::size_t n,
+                                        std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (buffer_.size() < n) {
+      if (!fill(end)) return std::nullopt;
+    }
+    std::string out = buffer_.substr(0, n);
+    buffer_.erase(0, n);
+    return out;
   }
 
   /// Authenticates with token; returns the reply's status.

@@ -81,6 +81,11 @@ class MLRUN_RDZV_EXPORT ConnectionError : public Error {
 
 // --- Server ----------------------------------------------------------------------------------
 
+/// Setting this key (any value) starts a fresh key space for PyTorch's TCPStore clients and
+/// closes their connections: the launcher sets it before each attempt's workers start, so no
+/// attempt or elastic round sees another's keys (docs/torch-store.md).
+inline constexpr std::string_view kTorchStoreGenerationKey = "mlrun/torch_store/generation";
+
 /// An aggregate: ServerOptions{host, port, token} is the usual spelling.
 struct ServerOptions {
   /// Address to listen on ("127.0.0.1", "0.0.0.0", "::", a host name).
@@ -101,6 +106,13 @@ struct ServerOptions {
   std::function<void(std::string_view line)> log{};
   /// Called once, on the server's thread, when the job is aborted; the reason as given.
   std::function<void(std::string_view reason)> on_abort{};
+  /// Also serve PyTorch's c10d TCPStore protocol (torch 1.13 and 2.x clients) on this port,
+  /// told apart from mlrun's own per connection (docs/torch-store.md). The protocol has no
+  /// authentication: only loopback, the addresses of connections that authenticated with the
+  /// token, and torch_store_allow may use it; others are refused, logged and counted.
+  bool torch_store = false;
+  /// More addresses (numeric) allowed to use the TCPStore protocol.
+  std::vector<std::string> torch_store_allow{};
 };
 
 /// A rendezvous server running on its own thread. Move-only; the destructor stops it.
