@@ -20,6 +20,7 @@
 #include <mlrun/rendezvous.hpp>
 #include <nlohmann/json.hpp>
 
+#include "launcher/signal_relay.h"
 #include "launcher/summary.h"
 #include "worker/net.h"
 
@@ -348,7 +349,25 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   // Elastic: rounds are not restarts; the coordinator counts restarts and ends the job itself.
   SupervisorConfig config{elastic ? INT_MAX : job.max_restarts, job.grace,
                           /*settled_elsewhere=*/true};
-  Agent agent(io, *spawner, lifeline, nullptr, config, callbacks);
+  // A forwarded signal here goes to the other nodes through the rendezvous (a head's), and the
+  // head's come back to this node's workers (a node it started).
+  const std::string signal_origin = make_signal_origin();
+  callbacks.on_forwarded_signal = [&](int sig) {
+    if (!job.publish_signals || job.nnodes <= 1) return;
+    try {
+      publish_signal(control, sig, signal_origin);
+    } catch (const rdzv::Error& e) {
+      fmt::print(stderr, "mlrun: cannot pass {} on to the other nodes: {}\n", signal_name(sig),
+                 e.what());
+    }
+  };
+  Agent agent(io, *spawner, lifeline, nullptr, config, callbacks, job.signals);
+  std::optional<SignalWatcher> signal_watcher;
+  if (job.watch_signals && job.nnodes > 1) {
+    signal_watcher.emplace(job.endpoint, job.token, job.job_id, signal_origin, [&agent](int sig) {
+      agent.post([sig](Supervisor& s) { s.forward_signal(sig); });
+    });
+  }
 
   auto abort_here = [&](std::string message, int code) {
     agent.post([&aborting, &abort_message, &interrupt_published, message, code](Supervisor& s) {
@@ -591,6 +610,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
 
   int code = agent.run();
   tick.cancel();
+  if (signal_watcher) signal_watcher->stop(&control, std::chrono::seconds(2));
   if (aborting && !lost_here && abort_message.rfind("job aborted:", 0) != 0) {
     // This node gave up (its rendezvous failed, or its head is gone): tell every node.
     publish_abort(fmt::format("node {} ({}): {}", node_rank, job.host, abort_message));
@@ -619,78 +639,6 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     }
   }
   return code;
-}
-
-struct HeadSignals::State {
-  sigset_t signals;  // SIGINT, SIGTERM, SIGHUP.
-  std::mutex mutex;  // Held while the callback runs.
-  std::function<void(const std::string&)> callback;
-  std::string pending;  // The reason of a signal that came before the callback.
-  std::atomic<int> first{0};
-  std::atomic<bool> stopping{false};
-  std::thread waiter;
-};
-
-HeadSignals::HeadSignals() : state_(std::make_unique<State>()) {
-  State& s = *state_;
-  sigemptyset(&s.signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&s.signals, sig);
-  // SIGUSR2 stops the waiter (thread-directed, from the destructor): blocked across its creation
-  // so that it cannot come before the waiter waits for it, and only in the waiter afterwards.
-  sigset_t with_stop = s.signals;
-  sigaddset(&with_stop, SIGUSR2);
-  pthread_sigmask(SIG_BLOCK, &with_stop, nullptr);
-  s.waiter = std::thread([&s, with_stop] {
-    while (true) {
-      int sig = 0;
-      if (sigwait(&with_stop, &sig) != 0) continue;
-      if (sig == SIGUSR2) {
-        if (s.stopping) return;
-        continue;
-      }
-      if (s.first != 0) {
-        if (sig != SIGINT) continue;
-        // A second SIGINT: leave now. The SSH connections end with this process, and every
-        // agent stops its workers when its connection to the head is gone.
-        const char message[] = "mlrun: second SIGINT: exiting at once\n";
-        [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, message, sizeof message - 1);
-        std::_Exit(130);
-      }
-      s.first = sig;
-      const char* abbrev = sigabbrev_np(sig);
-      std::string reason =
-          fmt::format("interrupted: SIG{} on the head", abbrev != nullptr ? abbrev : "?");
-      std::lock_guard lock(s.mutex);
-      if (s.callback) {
-        s.callback(reason);
-      } else {
-        s.pending = std::move(reason);
-      }
-    }
-  });
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGUSR2);
-  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
-}
-
-HeadSignals::~HeadSignals() {
-  state_->stopping = true;
-  pthread_kill(state_->waiter.native_handle(), SIGUSR2);
-  state_->waiter.join();
-}
-
-void HeadSignals::on_interrupt(std::function<void(const std::string&)> fn) {
-  std::lock_guard lock(state_->mutex);
-  state_->callback = std::move(fn);
-  if (state_->callback && !state_->pending.empty()) {
-    state_->callback(state_->pending);
-    state_->pending.clear();
-  }
-}
-
-int HeadSignals::signal() const {
-  return state_->first;
 }
 
 int watch_job(const std::string& endpoint, const std::string& token, const std::string& job_id,

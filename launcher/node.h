@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "launcher/head_signals.h"
 #include "worker/agent.h"
 #include "worker/env.h"
 #include "worker/lifeline.h"
+#include "worker/signals.h"
 
 namespace mlrun {
 
@@ -46,6 +48,13 @@ struct NodeJob {
   std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
+  /// Which signals to this launcher stop the job and which go to the workers (worker/signals.h).
+  SignalPolicy signals;
+  /// A forwarded signal that reaches this launcher goes to every other node too (the head of a
+  /// job it started on several hosts); otherwise only to this node's workers, as with torchrun.
+  bool publish_signals = false;
+  /// Forwarded signals the head publishes reach this node's workers (nodes started by a head).
+  bool watch_signals = false;
   bool elastic() const { return nnodes_min > 0 && nnodes_min < nnodes; }
 };
 
@@ -75,32 +84,6 @@ struct NodeHooks {
 /// launcher, 1 when the rendezvous failed or the job was aborted. lifeline_fd >= 0 is watched:
 /// its end-of-file (the head is gone) stops this node.
 int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd);
-
-/// SIGINT, SIGTERM and SIGHUP of a head that runs no workers itself. Such a head has no event
-/// loop with handlers: the signals keep their default action, which ends the process at once, so
-/// every thread but one must block them. Construct this before the head starts any thread (the
-/// rendezvous server's, the SSH pumps and relay): it blocks them in the calling thread, every
-/// thread started later inherits that, and its own thread takes them with sigwait. The first one
-/// calls the interrupt callback (when it is set, if it came earlier); a second SIGINT ends the
-/// head at once with 130 (its agents then stop their workers as their SSH connections end). The
-/// signals stay blocked in the constructing thread after destruction: the head is on its way out.
-class HeadSignals {
- public:
-  HeadSignals();
-  ~HeadSignals();
-  HeadSignals(const HeadSignals&) = delete;
-  HeadSignals& operator=(const HeadSignals&) = delete;
-
-  /// What the first signal does (reason: "interrupted: SIGINT on the head"). Set it to nullptr
-  /// before what it uses goes away; a call in progress is waited for.
-  void on_interrupt(std::function<void(const std::string& reason)> fn);
-  /// The first signal received, or 0.
-  int signal() const;
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-};
 
 /// For a head that runs no workers itself: follows every attempt of a job of nnodes nodes to its
 /// end, printing summaries as a node would, and returns the job's exit code; an abort after one of

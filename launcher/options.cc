@@ -1,6 +1,7 @@
 #include "launcher/options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <functional>
 #include <string_view>
@@ -184,6 +185,7 @@ const std::vector<OptionSpec>& table() {
       {{"--module", "-m"}, false, flag(&Options::module)},
       {{"--no_python"}, false, flag(&Options::no_python)},
       {{"--run_path"}, false, flag(&Options::run_path)},
+      {{"--signals_to_handle"}, true, text(&Options::signals_to_handle)},
       {{"--hostfile", "--machinefile"}, true, text(&Options::hostfile)},
       {{"--hosts", "--host", "-H"}, true, text(&Options::hosts)},
       {{"-np", "-n", "--np"}, true, int_at_least(&Options::np, 1)},
@@ -252,6 +254,91 @@ std::string canonical(std::string_view name) {
   return out;
 }
 
+void apply_option(ParseResult& result, const OptionSpec& spec, const std::string& value) {
+  Options& o = result.options;
+  const std::string name(spec.names.front());
+  spec.apply(o, name, value, result.errors);
+  if (name == "--nproc_per_node") o.nproc_given = true;
+  if (!is_head_only(&spec)) {
+    o.node_args.push_back(name);
+    if (spec.takes_value) o.node_args.push_back(value);
+  }
+}
+
+// torchrun's options that it reads from PET_<OPTION> when they are not on the command line
+// (its argparse `env` and `check_env` actions); --logs_specs and --numa_binding have none.
+constexpr std::string_view kPetOptions[] = {"--nnodes",
+                                            "--nproc_per_node",
+                                            "--rdzv_backend",
+                                            "--rdzv_endpoint",
+                                            "--rdzv_id",
+                                            "--rdzv_conf",
+                                            "--standalone",
+                                            "--max_restarts",
+                                            "--monitor_interval",
+                                            "--start_method",
+                                            "--role",
+                                            "--module",
+                                            "--no_python",
+                                            "--run_path",
+                                            "--log_dir",
+                                            "--redirects",
+                                            "--tee",
+                                            "--local_ranks_filter",
+                                            "--node_rank",
+                                            "--master_addr",
+                                            "--master_port",
+                                            "--local_addr",
+                                            "--signals_to_handle"};
+
+// "--nproc_per_node" -> "PET_NPROC_PER_NODE".
+std::string pet_name(std::string_view option) {
+  std::string out = "PET_";
+  for (char c : option.substr(2))
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The variables an option is read from, first found wins: PET_<OPTION>, then any other name
+// torchrun reads it under.
+std::vector<std::string> env_names(std::string_view option) {
+  std::vector<std::string> names{pet_name(option)};
+  // torchrun's launch_agent and its worker processes read the list here too.
+  if (option == "--signals_to_handle") names.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE");
+  return names;
+}
+
+void apply_environment(ParseResult& result, const std::vector<const OptionSpec*>& given,
+                       const GetEnv& getenv) {
+  for (auto option : kPetOptions) {
+    const OptionSpec* spec = find_spec(std::string(option));
+    if (spec == nullptr || std::find(given.begin(), given.end(), spec) != given.end()) continue;
+    for (const auto& var : env_names(option)) {
+      const char* raw = getenv(var);
+      if (raw == nullptr) continue;
+      std::string value = raw;
+      std::size_t errors_before = result.errors.size();
+      if (!spec->takes_value) {
+        // torchrun's check_env: bool(int(value)).
+        int n;
+        if (!parse_int(value, n)) {
+          result.errors.push_back(
+              {fmt::format("{}={}: must be 0 or 1 (for {})", var, value, option)});
+          break;
+        }
+        if (n == 0) break;
+      }
+      apply_option(result, *spec, value);
+      // An error names the variable, not a flag the user never typed.
+      for (std::size_t e = errors_before; e < result.errors.size(); ++e) {
+        result.errors[e].message = fmt::format("{} (from {})", result.errors[e].message, var);
+      }
+      result.options.from_env.emplace_back(std::string(option), var);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 FlagToken split_flag(const std::string& arg) {
@@ -272,9 +359,10 @@ int StreamSpec::for_local_rank(int local_rank) const {
   return per_rank.empty() ? all : 0;
 }
 
-ParseResult parse_options(const std::vector<std::string>& args) {
+ParseResult parse_options(const std::vector<std::string>& args, const GetEnv& getenv) {
   ParseResult result;
   Options& o = result.options;
+  std::vector<const OptionSpec*> given;
   std::size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -304,17 +392,14 @@ ParseResult parse_options(const std::vector<std::string>& args) {
       result.errors.push_back({fmt::format("option '{}' takes no value", name)});
       continue;
     }
-    spec->apply(o, name, value, result.errors);
-    if (name == "--nproc_per_node") o.nproc_given = true;
-    if (!is_head_only(spec)) {
-      o.node_args.push_back(spec->names.front().data());
-      if (spec->takes_value) o.node_args.push_back(value);
-    }
+    apply_option(result, *spec, value);
+    given.push_back(spec);
   }
   if (i < args.size()) {
     o.program = args[i];
     o.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
   }
+  if (getenv) apply_environment(result, given, getenv);
   if (o.help || o.version) return result;
   if (o.program.empty()) {
     result.errors.push_back({"no program to run (usage: mlrun [options] PROGRAM [ARGS...])"});
@@ -352,6 +437,9 @@ torchrun options (either spelling: --nproc_per_node or --nproc-per-node):
   -m, --module                     PROGRAM is a Python module (python3 -u -m PROGRAM)
   --no_python                      run PROGRAM as is, even if it ends in .py
   --run_path                       run PROGRAM under python3 even if it does not end in .py
+  --signals_to_handle SIG,...      signals that stop the job (default SIGTERM,SIGINT,SIGHUP,
+                                   SIGQUIT); SIGUSR1/SIGUSR2 unless listed go to every worker
+  Every torchrun option not given is read from PET_<OPTION> (PET_NNODES, PET_NODE_RANK, ...).
 
 mpirun / DeepSpeed options:
   --hostfile FILE, -H host[:slots],...  -np N  --include SPEC  --exclude SPEC  -x VAR[=VALUE]

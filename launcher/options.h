@@ -2,6 +2,7 @@
 // command line is collected, so that all of them are reported together before anything runs.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,6 +42,8 @@ struct Options {
   bool module = false;
   bool no_python = false;
   bool run_path = false;
+  /// torchrun 2.9's --signals_to_handle: the signals that stop the job (worker/signals.h).
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
 
   // mpirun / DeepSpeed style.
   std::string hostfile;
@@ -69,6 +72,10 @@ struct Options {
   std::vector<std::string> node_args;
   /// Whether --nproc_per_node was given (it then overrides hostfile slots).
   bool nproc_given = false;
+  /// Options whose value came from the environment (torchrun's PET_<OPTION>, ...): the option's
+  /// name and the variable, in the order applied. Options not listed came from the command line
+  /// or are defaults.
+  std::vector<std::pair<std::string, std::string>> from_env;
 };
 
 /// A user error in the command line, with the option it concerns.
@@ -90,8 +97,15 @@ struct FlagToken {
 };
 FlagToken split_flag(const std::string& arg);
 
-/// Parses argv (without argv[0]). Options stop at the program name or after "--".
-ParseResult parse_options(const std::vector<std::string>& args);
+/// Reads an environment variable; nullptr when it is not set.
+using GetEnv = std::function<const char*(const std::string& name)>;
+
+/// Parses argv (without argv[0]). Options stop at the program name or after "--". With getenv,
+/// every torchrun option not on the command line is read from PET_<OPTION> as torchrun does
+/// (PET_NPROC_PER_NODE, PET_MASTER_ADDR, ...; PET_STANDALONE=1 for a flag), and a few from the
+/// variables torchrun also reads (TORCHELASTIC_SIGNALS_TO_HANDLE): flags win. Values from the
+/// environment that agents need are added to node_args.
+ParseResult parse_options(const std::vector<std::string>& args, const GetEnv& getenv = nullptr);
 
 /// The --help text.
 std::string usage();

@@ -1,5 +1,8 @@
 #include "launcher/options.h"
 
+#include <map>
+#include <memory>
+
 #include <gtest/gtest.h>
 
 namespace mlrun {
@@ -94,6 +97,73 @@ TEST(Options, ElasticRangeAndNodeRankBound) {
 TEST(Options, BadStreamSpec) {
   auto r = parse({"--redirects=7", "--tee=a:b", "app"});
   ASSERT_EQ(r.errors.size(), 2u);
+}
+
+// A fake environment for parse_options.
+GetEnv env_of(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const std::string& name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(Options, PetVariablesFillWhatTheCommandLineLeavesOut) {
+  // A PyTorchJob pod: everything in PET_*, the flag on the command line wins.
+  auto r =
+      parse_options({"--nproc_per_node=3", "train.py"}, env_of({{"PET_NNODES", "4"},
+                                                                {"PET_NODE_RANK", "2"},
+                                                                {"PET_NPROC_PER_NODE", "8"},
+                                                                {"PET_MASTER_ADDR", "10.0.0.1"},
+                                                                {"PET_MASTER_PORT", "23456"},
+                                                                {"PET_MAX_RESTARTS", "2"},
+                                                                {"PET_STANDALONE", "0"},
+                                                                {"PET_NO_PYTHON", "1"}}));
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
+  const Options& o = r.options;
+  EXPECT_EQ(o.nproc_per_node, "3");
+  EXPECT_EQ(o.nnodes_max, 4);
+  EXPECT_EQ(o.node_rank, 2);
+  EXPECT_EQ(o.master_addr, "10.0.0.1");
+  EXPECT_EQ(o.master_port, 23456);
+  EXPECT_EQ(o.max_restarts, 2);
+  EXPECT_FALSE(o.standalone);
+  EXPECT_TRUE(o.no_python);
+  // Agents are told what came from the head's environment.
+  EXPECT_EQ(o.node_args, (std::vector<std::string>{"--max_restarts", "2", "--no_python"}));
+  auto source = [&](const std::string& option) {
+    for (const auto& [name, var] : o.from_env) {
+      if (name == option) return var;
+    }
+    return std::string("command line");
+  };
+  EXPECT_EQ(source("--nnodes"), "PET_NNODES");
+  EXPECT_EQ(source("--nproc_per_node"), "command line");
+}
+
+TEST(Options, PetErrorsNameTheVariableAndRangesAreCheckedAfterIt) {
+  auto r = parse_options({"app"}, env_of({{"PET_MASTER_PORT", "99999"},
+                                          {"PET_STANDALONE", "yes"},
+                                          {"PET_NNODES", "2"},
+                                          {"PET_NODE_RANK", "2"}}));
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_NE(r.errors[0].message.find("PET_STANDALONE=yes"), std::string::npos);
+  EXPECT_NE(r.errors[1].message.find("(from PET_MASTER_PORT)"), std::string::npos);
+  EXPECT_NE(r.errors[2].message.find("--node_rank=2 must be less than --nnodes=2"),
+            std::string::npos);
+}
+
+TEST(Options, SignalsToHandleFromFlagPetOrTorchelasticVariable) {
+  EXPECT_EQ(parse_options({"app"}).options.signals_to_handle, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  auto env = env_of({{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR1"}});
+  EXPECT_EQ(parse_options({"app"}, env).options.signals_to_handle, "SIGUSR1");
+  EXPECT_EQ(parse_options({"--signals-to-handle=SIGUSR2", "app"}, env).options.signals_to_handle,
+            "SIGUSR2");
+  auto both =
+      env_of({{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR1"}, {"PET_SIGNALS_TO_HANDLE", "SIGTERM"}});
+  EXPECT_EQ(parse_options({"app"}, both).options.signals_to_handle, "SIGTERM");
+  // Without getenv (an agent), the environment is not read.
+  EXPECT_EQ(parse_options({"app"}).options.from_env.size(), 0u);
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   }
   RdzvConf rdzv_conf;
   for (auto& e : parse_rdzv_conf(o.rdzv_conf, rdzv_conf)) errors.push_back(std::move(e));
+  plan.signals = make_signal_policy(o.signals_to_handle, errors);
   try {
     plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
   } catch (const std::exception& e) {
@@ -180,6 +181,8 @@ GroupEnv env_template(const Options& o, const LaunchPlan& plan) {
   // PyTorch 1.x and 2.x names for NCCL's asynchronous error handling, as torchrun sets them.
   g.defaults.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   g.defaults.emplace_back("NCCL_ASYNC_ERROR_HANDLING", "1");
+  // As torchrun's launch_agent sets it for its workers (torch's own signal handling reads it).
+  g.overrides.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE", o.signals_to_handle);
   return g;
 }
 

@@ -13,6 +13,7 @@
 #include "worker/agent.h"
 #include "worker/env.h"
 #include "worker/network.h"
+#include "worker/signals.h"
 
 namespace mlrun {
 
@@ -30,7 +31,8 @@ struct LaunchPlan {
   std::vector<std::pair<std::string, std::string>> exports;
   InterfaceChoice iface;
   std::vector<std::pair<std::string, std::string>> network_defaults;
-  HostPlan hosts;  // --hostfile / -H only.
+  HostPlan hosts;        // --hostfile / -H only.
+  SignalPolicy signals;  // From --signals_to_handle.
 };
 
 /// Random bytes as lowercase hex (getrandom).

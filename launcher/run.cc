@@ -29,12 +29,14 @@
 #include "launcher/node.h"
 #include "launcher/options.h"
 #include "launcher/plan.h"
+#include "launcher/signal_relay.h"
 #include "launcher/summary.h"
 #include "worker/agent.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
 #include "worker/network.h"
+#include "worker/signals.h"
 
 namespace mlrun {
 namespace {
@@ -138,6 +140,7 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   job.max_restarts = o.max_restarts;
   job.grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   job.host = plan.hostname;
+  job.signals = plan.signals;
   // An agent's stdin is the head's lifeline, never a worker's: remote ranks read /dev/null.
   job.stdin_to_rank0 = lifeline_fd < 0 && o.stdin_mode != "none";
   NodeHooks hooks;
@@ -158,12 +161,17 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   hooks.error_message = [&](int attempt, int rank) {
     return read_error_file_message(error_path(attempt, rank));
   };
+  int code;
   try {
-    return run_node(job, hooks, lifeline, lifeline_fd);
+    code = run_node(job, hooks, lifeline, lifeline_fd);
   } catch (const std::exception& e) {
     error(e.what());
-    return 1;
+    code = 1;
   }
+  // The loop's signal handlers are gone (Asio restores the default actions): a late SIGUSR1
+  // must still not end this process while it waits for its agents.
+  keep_forwarded_signals_harmless(plan.signals);
+  return code;
 }
 
 // The job on every host of --hostfile / -H, from here: the rendezvous is served here, this
@@ -192,7 +200,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   // once: no abort, no wait for the nodes to stop their workers.)
   auto local = std::find_if(nodes.begin(), nodes.end(), [](const NodePlan& n) { return n.local; });
   std::optional<HeadSignals> head_signals;
-  if (local == nodes.end()) head_signals.emplace();
+  if (local == nodes.end()) head_signals.emplace(plan.signals);
   // 2. The rendezvous, on every address; the nodes reach it at this host's address on their
   //    route here (the one their SSH connection came in on).
   std::string advertised = remote ? remote->local_address() : "127.0.0.1";
@@ -243,6 +251,24 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   rendezvous::Server* served = &*server;
   if (head_signals) {
     head_signals->on_interrupt([served](const std::string& reason) { served->abort(reason); });
+    // SIGUSR1/SIGUSR2 go to every node through the rendezvous (launcher/signal_relay.h), on a
+    // connection made at the first one.
+    head_signals->on_forward(
+        [endpoint, token, job_id = plan.job_id, origin = make_signal_origin(),
+         client = std::make_shared<std::optional<rendezvous::Client>>()](int sig) {
+          try {
+            if (!*client) {
+              rendezvous::ClientOptions options;
+              options.job_id = job_id;
+              options.connect_timeout = std::chrono::seconds(10);
+              client->emplace(rendezvous::Client::connect(endpoint, token, options));
+            }
+            publish_signal(**client, sig, origin);
+          } catch (const std::exception& e) {
+            fmt::print(stderr, "mlrun: cannot pass {} on to the nodes: {}\n", signal_name(sig),
+                       e.what());
+          }
+        });
   }
   if (remote) {
     remote->start(std::move(agents),
@@ -261,6 +287,8 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     job.nnodes = static_cast<int>(nodes.size());
     job.node_rank = static_cast<int>(local - nodes.begin());
     job.nproc = local->nproc;
+    job.publish_signals = true;
+    job.watch_signals = true;
     code = run_this_node(o, plan, job, lifeline, -1);
   } else {
     code = watch_job(endpoint, token, plan.job_id, static_cast<int>(nodes.size()), o.max_restarts,
@@ -272,7 +300,10 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   //    From here on a lost agent is no longer reported (finish() closes the reports first).
   if (remote) remote->finish(grace + std::chrono::seconds(10));
   // The server is destroyed before the signals' thread ends: a late signal must not reach it.
-  if (head_signals) head_signals->on_interrupt(nullptr);
+  if (head_signals) {
+    head_signals->on_interrupt(nullptr);
+    head_signals->on_forward(nullptr);
+  }
   return code;
 }
 
@@ -304,6 +335,8 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   // A closed stdin would let the next descriptor opened take fd 0 and become rank 0's stdin.
   if (fcntl(STDIN_FILENO, F_GETFD) < 0) open("/dev/null", O_RDONLY);
   // 3. The lifeline, forked while this process has one thread, cleans up if we are SIGKILLed.
+  //    Before it, SIGUSR1/SIGUSR2 lose their default action (ending the process) in both.
+  keep_forwarded_signals_harmless(plan.signals);
   Lifeline lifeline = Lifeline::start();
   // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
   signal(SIGPIPE, SIG_IGN);
@@ -404,14 +437,19 @@ int agent_command(const std::vector<std::string>&) {
   LaunchPlan plan;
   if (!plan_launch(parsed.options, plan, errors)) return 2;
   plan.job_id = job.job_id;
+  keep_forwarded_signals_harmless(plan.signals);
   Lifeline lifeline = Lifeline::start();
   signal(SIGPIPE, SIG_IGN);
   job.print_summary = false;
+  // The head's forwarded signals come through the rendezvous. One this agent gets itself (Slurm
+  // signals every task) goes to its own workers only: the head passes on what it gets.
+  job.watch_signals = true;
   return run_this_node(parsed.options, plan, job, lifeline, STDIN_FILENO);
 }
 
 int launch_command(const std::vector<std::string>& args) {
-  ParseResult parsed = parse_options(args);
+  ParseResult parsed =
+      parse_options(args, [](const std::string& name) { return std::getenv(name.c_str()); });
   if (parsed.options.help) {
     fmt::print("{}", usage());
     return 0;

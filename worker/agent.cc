@@ -79,16 +79,21 @@ struct WorkerPipes {
 
 struct Agent::Impl final : SupervisorHooks {
   Impl(asio::io_context& io, ProcessSpawner& spawner, Lifeline& lifeline,
-       Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks)
+       Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks,
+       SignalPolicy policy)
       : io(io),
         lifeline(lifeline),
         callbacks(std::move(callbacks)),
         config(config),
         stdin_spawner(make_terminal_stdin_spawner(io, spawner)),
         supervisor(*stdin_spawner, *this, std::move(planner), config),
-        signals(io, SIGINT, SIGTERM, SIGHUP),
+        policy(std::move(policy)),
+        signals(io),
         children(io, SIGCHLD),
-        timer(io) {}
+        timer(io) {
+    for (int sig : this->policy.stop) signals.add(sig);
+    for (int sig : this->policy.forward) signals.add(sig);
+  }
 
   asio::io_context& io;
   Lifeline& lifeline;
@@ -97,6 +102,7 @@ struct Agent::Impl final : SupervisorHooks {
   // Turns a terminal as a worker's stdin into a pipe fed from it (worker/stdin.h).
   std::unique_ptr<ProcessSpawner> stdin_spawner;
   Supervisor supervisor;
+  SignalPolicy policy;
   asio::signal_set signals;
   asio::signal_set children;
   asio::steady_timer timer;
@@ -122,8 +128,14 @@ struct Agent::Impl final : SupervisorHooks {
   void wait_signals() {
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (ec) return;
-      supervisor.on_signal(sig);
-      if (callbacks.on_signal) callbacks.on_signal(sig);
+      // Asio counts deliveries: each one that reached the handler comes here once.
+      if (policy.is_forwarded(sig)) {
+        supervisor.forward_signal(sig);
+        if (callbacks.on_forwarded_signal) callbacks.on_forwarded_signal(sig);
+      } else {
+        supervisor.on_signal(sig);
+        if (callbacks.on_signal) callbacks.on_signal(sig);
+      }
       check_done();
       if (!supervisor.finished()) wait_signals();
     });
@@ -243,9 +255,10 @@ struct Agent::Impl final : SupervisorHooks {
 };
 
 Agent::Agent(asio::io_context& io, ProcessSpawner& spawner, Lifeline& lifeline,
-             Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks)
+             Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks,
+             SignalPolicy signals)
     : impl_(std::make_unique<Impl>(io, spawner, lifeline, std::move(planner), config,
-                                   std::move(callbacks))) {}
+                                   std::move(callbacks), std::move(signals))) {}
 
 Agent::~Agent() = default;
 

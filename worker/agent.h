@@ -12,6 +12,7 @@
 
 #include "worker/lifeline.h"
 #include "worker/output.h"
+#include "worker/signals.h"
 #include "worker/supervisor.h"
 
 namespace boost::asio {
@@ -36,9 +37,12 @@ struct AgentCallbacks {
   /// With SupervisorConfig::settled_elsewhere: this node's group of an attempt ended.
   std::function<void(const AttemptResult&, const std::vector<std::deque<std::string>>& tails)>
       on_attempt_ended;
-  /// A signal (SIGINT, SIGTERM, SIGHUP) reached this launcher; called on the loop right after
-  /// the workers were passed it.
+  /// A stop signal (SIGINT, SIGTERM, SIGHUP, ...) reached this launcher; called on the loop right
+  /// after the workers were passed it.
   std::function<void(int sig)> on_signal;
+  /// A forwarded signal (SIGUSR1, SIGUSR2) reached this launcher and was passed to this node's
+  /// workers; called on the loop (a head passes it on to the other nodes here).
+  std::function<void(int sig)> on_forwarded_signal;
   /// An attempt ended. stderr_tails[i] are the last stderr lines of result.workers[i].
   std::function<void(const AttemptResult&, bool restarting,
                      const std::vector<std::deque<std::string>>& stderr_tails)>
@@ -51,8 +55,10 @@ inline constexpr std::size_t kSummaryTailLines = 10;
 class Agent {
  public:
   /// io is the loop to run on; it may carry other work (an embedded rendezvous server).
+  /// signals: which signals to this process stop the job and which are passed to the workers.
   Agent(boost::asio::io_context& io, ProcessSpawner& spawner, Lifeline& lifeline,
-        Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks);
+        Supervisor::Planner planner, SupervisorConfig config, AgentCallbacks callbacks,
+        SignalPolicy signals = {});
   ~Agent();
 
   /// Runs the group to the end and returns the exit code (see Supervisor::exit_code). With

@@ -135,6 +135,10 @@ class PosixSpawner final : public ProcessSpawner {
     if (pgid > 0) killpg(pgid, sig);
   }
 
+  void signal_process(pid_t pid, int sig) override {
+    if (pid > 0) kill(pid, sig);
+  }
+
  private:
   int devnull_;
 };

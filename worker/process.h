@@ -46,6 +46,10 @@ class ProcessSpawner {
   virtual SpawnedProcess spawn(const SpawnRequest& request) = 0;
   /// Sends sig to every process of the group led by pgid. A group that is gone is not an error.
   virtual void signal_group(pid_t pgid, int sig) = 0;
+  /// Sends sig to the process pid alone (a forwarded SIGUSR1 must not reach a worker's data
+  /// loader processes, whose default action for it is to die). A process that is gone is not an
+  /// error.
+  virtual void signal_process(pid_t pid, int sig) = 0;
 };
 
 /// The real spawner (fork + execve). Spawn only from a thread that lives as long as the

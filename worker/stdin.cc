@@ -192,6 +192,7 @@ class TerminalStdinSpawner final : public ProcessSpawner {
   }
 
   void signal_group(pid_t pgid, int sig) override { inner_.signal_group(pgid, sig); }
+  void signal_process(pid_t pid, int sig) override { inner_.signal_process(pid, sig); }
 
  private:
   asio::io_context& io_;

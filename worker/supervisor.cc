@@ -142,6 +142,17 @@ void Supervisor::on_signal(int sig) {
   stop_all(sig);
 }
 
+int Supervisor::forward_signal(int sig) {
+  if (finished_) return 0;
+  int sent = 0;
+  for (const auto& w : workers_) {
+    if (w.end != WorkerEnd::kRunning || w.pid <= 0) continue;
+    spawner_.signal_process(w.pid, sig);
+    ++sent;
+  }
+  return sent;
+}
+
 void Supervisor::on_remote_failure(int exit_code) {
   if (finished_ || stopping_) return;
   remote_failure_ = true;

@@ -110,6 +110,10 @@ class Supervisor {
   /// SIGINT, SIGTERM or SIGHUP reached the launcher: forward it, no restarts after. A second
   /// SIGINT kills every group at once.
   void on_signal(int sig);
+  /// A signal the job goes on after (SIGUSR1, SIGUSR2) reached this node: passes it to every
+  /// running worker process (not its group). A worker it kills (no handler) has failed: nothing
+  /// in mlrun asked it to stop. Returns how many workers it was sent to.
+  int forward_signal(int sig);
   /// The grace period after a stop request ran out: SIGKILL what is left.
   void on_grace_expired();
   /// A worker on another node failed: stop this node's workers as for a local failure (they

@@ -31,6 +31,8 @@ struct FakeSpawner : ProcessSpawner {
     return {next_pid++, -1, -1};
   }
   void signal_group(pid_t pgid, int sig) override { signals.emplace_back(pgid, sig); }
+  std::vector<std::pair<pid_t, int>> process_signals;
+  void signal_process(pid_t pid, int sig) override { process_signals.emplace_back(pid, sig); }
   int count(int sig) const {
     int n = 0;
     for (auto& [p, s] : signals) n += s == sig;
@@ -148,6 +150,32 @@ TEST_F(SupervisorTest, SignalIsForwardedAndSecondSigintKills) {
   s->on_exit(101, killed(SIGKILL));
   EXPECT_EQ(s->exit_code(), 130);
   EXPECT_FALSE(hooks.ends.at(0).first_failure.has_value());
+}
+
+TEST_F(SupervisorTest, ForwardedSignalReachesEachRunningWorkerAndTheJobGoesOn) {
+  auto s = make(3);
+  s->start();
+  s->on_exit(101, exited(0));
+  EXPECT_EQ(s->forward_signal(SIGUSR1), 2);  // the worker that ended is not signalled
+  EXPECT_EQ(s->forward_signal(SIGUSR1), 2);  // once per delivery
+  EXPECT_EQ(spawner.process_signals,
+            (std::vector<std::pair<pid_t, int>>{
+                {100, SIGUSR1}, {102, SIGUSR1}, {100, SIGUSR1}, {102, SIGUSR1}}));
+  EXPECT_TRUE(spawner.signals.empty());  // no group, no teardown
+  EXPECT_TRUE(hooks.armed.empty());
+  s->on_exit(100, exited(0));
+  s->on_exit(102, exited(0));
+  EXPECT_EQ(s->exit_code(), 0);
+}
+
+TEST_F(SupervisorTest, WorkerKilledByAForwardedSignalHasFailed) {
+  auto s = make(2);
+  s->start();
+  s->forward_signal(SIGUSR2);
+  s->on_exit(100, killed(SIGUSR2));  // no handler: its default action ended it
+  EXPECT_EQ(hooks.first_failures, std::vector<int>{0});
+  s->on_exit(101, killed(SIGTERM));
+  EXPECT_EQ(s->exit_code(), 128 + SIGUSR2);
 }
 
 TEST_F(SupervisorTest, SigtermToTheLauncherExitsWith143AndNeverRestarts) {

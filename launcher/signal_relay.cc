@@ -1,0 +1,111 @@
+#include "launcher/signal_relay.h"
+
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace mlrun {
+
+namespace rdzv = mlrun::rendezvous;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kCountKey = "mlrun/signal/count";
+
+std::string entry_key(std::int64_t n) {
+  return fmt::format("mlrun/signal/{}", n);
+}
+
+void publish(rdzv::Client& c, const json& entry) {
+  std::int64_t n = c.add(kCountKey, 1);
+  c.set(entry_key(n), entry.dump());
+}
+
+}  // namespace
+
+// Shared by the watcher's thread and its owner, so that a thread left behind by stop() touches
+// nothing of the owner's.
+struct SignalWatcher::State {
+  std::mutex mutex;
+  bool stopped = false;
+  std::function<void(int)> on_signal;
+  std::string origin;
+  std::promise<void> done;
+};
+
+std::string make_signal_origin() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
+void publish_signal(rdzv::Client& c, int sig, const std::string& origin) {
+  publish(c, json{{"sig", sig}, {"from", origin}});
+}
+
+SignalWatcher::SignalWatcher(const std::string& endpoint, const std::string& token,
+                             const std::string& job_id, std::string origin,
+                             std::function<void(int)> on_signal)
+    : state_(std::make_shared<State>()) {
+  state_->origin = std::move(origin);
+  state_->on_signal = std::move(on_signal);
+  std::thread([state = state_, endpoint, token, job_id] {
+    try {
+      rdzv::ClientOptions options;
+      options.job_id = job_id;
+      rdzv::Client c = rdzv::Client::connect(endpoint, token, options);
+      for (std::int64_t n = 1;; ++n) {
+        std::string text;
+        // An entry may take days to come; the connection's loss ends the wait at once.
+        while (true) {
+          try {
+            text = c.get(entry_key(n), std::chrono::hours(1));
+            break;
+          } catch (const rdzv::TimeoutError&) {
+          }
+        }
+        json entry = json::parse(text, nullptr, false);
+        if (!entry.is_object()) continue;
+        bool mine = entry.value("from", "") == state->origin;
+        if (entry.value("end", false)) {
+          if (mine) break;
+          continue;
+        }
+        if (mine) continue;
+        std::lock_guard lock(state->mutex);
+        if (state->stopped) break;
+        int sig = entry.value("sig", 0);
+        if (state->on_signal && sig > 0) state->on_signal(sig);
+      }
+    } catch (const std::exception&) {
+      // An aborted job or a lost server: the node ends for that reason anyway.
+    }
+    state->done.set_value();
+  }).detach();
+}
+
+void SignalWatcher::stop(rdzv::Client* c, std::chrono::milliseconds bound) {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stopped) return;
+    state_->stopped = true;
+  }
+  if (c != nullptr) {
+    try {
+      publish(*c, json{{"end", true}, {"from", state_->origin}});
+    } catch (const std::exception&) {
+      // The server is gone or the job aborted: the watcher woke with that already.
+    }
+  }
+  state_->done.get_future().wait_for(bound);
+}
+
+SignalWatcher::~SignalWatcher() {
+  stop(nullptr, std::chrono::milliseconds(0));
+}
+
+}  // namespace mlrun

@@ -1,0 +1,49 @@
+// Forwarded signals (SIGUSR1, SIGUSR2) across the nodes of a job a head started on several hosts,
+// through the job's rendezvous, as its abort travels (docs/launcher.md, "Signals").
+//
+// The head publishes each forwarded signal it receives as the next numbered entry of the store;
+// every node watches the entries on a connection of its own and passes each signal to its
+// workers. Keys (job-wide, not per attempt):
+//   mlrun/signal/count   entries so far (add)
+//   mlrun/signal/N       {"sig": 10, "from": ORIGIN} (N from 1), or {"end": true, "from": ORIGIN}
+//                        which wakes the watcher of ORIGIN at its end and is skipped by others
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <mlrun/rendezvous.hpp>
+
+namespace mlrun {
+
+/// A random identity for one process's publisher and watcher: a watcher skips its own entries.
+std::string make_signal_origin();
+
+/// Publishes sig for every node. Quick requests only; errors (an aborted job, a lost server) are
+/// the caller's to ignore.
+void publish_signal(rendezvous::Client& c, int sig, const std::string& origin);
+
+/// Watches the entries on its own thread and connection and calls on_signal (on that thread)
+/// for each signal published by another origin, in order, once each.
+class SignalWatcher {
+ public:
+  SignalWatcher(const std::string& endpoint, const std::string& token, const std::string& job_id,
+                std::string origin, std::function<void(int sig)> on_signal);
+  ~SignalWatcher();
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+  /// Ends the watch: publishes this origin's end entry through c (when c is not null) to wake
+  /// the watcher, and waits up to bound for it. After stop, on_signal is never called again; a
+  /// watcher that does not wake in time (a server gone silent) is left to end with the process.
+  void stop(rendezvous::Client* c, std::chrono::milliseconds bound);
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace mlrun

@@ -1,0 +1,45 @@
+// Which signals to the launcher stop the job and which it passes on to the workers while the job
+// goes on (docs/launcher.md, "Signals").
+//
+// Stop signals (SIGINT, SIGTERM and SIGHUP always, plus whatever torchrun's
+// --signals_to_handle lists) tear the job down: each is sent to every worker's process group, then
+// SIGKILL after the grace period, and mlrun exits 128+N. SIGUSR1 and SIGUSR2, unless listed, are
+// forwarded to every worker process and the job goes on, as mpirun does (Slurm's preemption
+// warning, Lightning's auto-requeue and checkpoint hooks use them).
+#pragma once
+
+#include <signal.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlrun {
+
+/// torchrun 2.9's default --signals_to_handle.
+inline constexpr std::string_view kDefaultSignalsToHandle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+
+struct SignalPolicy {
+  std::vector<int> stop{SIGINT, SIGTERM, SIGHUP};  ///< Signals that end the job.
+  std::vector<int> forward{SIGUSR1, SIGUSR2};      ///< Passed to every worker; the job goes on.
+  bool is_forwarded(int sig) const;
+};
+
+/// "SIGUSR1" or "USR1" (any case) as a signal number; 0 when it is not one mlrun handles
+/// (INT, TERM, HUP, QUIT, USR1, USR2, ALRM, XCPU, PWR).
+int signal_from_name(std::string_view name);
+/// "SIGUSR1" for SIGUSR1.
+std::string signal_name(int sig);
+
+/// The policy for a --signals_to_handle list ("SIGTERM,SIGUSR1"); every name that is not a
+/// signal mlrun handles goes into errors, one message each.
+SignalPolicy make_signal_policy(std::string_view signals_to_handle,
+                                std::vector<std::string>& errors);
+
+/// Gives the policy's forwarded signals a handler that does nothing, so that one arriving while
+/// no worker runs (before the first starts, after the last ended) cannot end the launcher by its
+/// default action. A handler, not SIG_IGN: an ignored signal would stay ignored in the workers
+/// after exec, a handled one is reset to its default there.
+void keep_forwarded_signals_harmless(const SignalPolicy& policy);
+
+}  // namespace mlrun
