@@ -333,7 +333,7 @@ void apply_environment(ParseResult& result, const std::vector<const OptionSpec*>
       for (std::size_t e = errors_before; e < result.errors.size(); ++e) {
         result.errors[e].message = fmt::format("{} (from {})", result.errors[e].message, var);
       }
-      result.options.from_env.emplace_back(std::string(option), var);
+      result.options.sources.push_back({std::string(option), value, var});
       break;
     }
   }
@@ -394,6 +394,7 @@ ParseResult parse_options(const std::vector<std::string>& args, const GetEnv& ge
     }
     apply_option(result, *spec, value);
     given.push_back(spec);
+    o.sources.push_back({std::string(spec->names.front()), value, "command line"});
   }
   if (i < args.size()) {
     o.program = args[i];

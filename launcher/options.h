@@ -72,10 +72,15 @@ struct Options {
   std::vector<std::string> node_args;
   /// Whether --nproc_per_node was given (it then overrides hostfile slots).
   bool nproc_given = false;
-  /// Options whose value came from the environment (torchrun's PET_<OPTION>, ...): the option's
-  /// name and the variable, in the order applied. Options not listed came from the command line
-  /// or are defaults.
-  std::vector<std::pair<std::string, std::string>> from_env;
+  /// Every option that was set, in the order applied, with its value as given and where it came
+  /// from: "command line" or the environment variable (PET_NNODES, ...). Options not listed have
+  /// their defaults. --dry-run prints them.
+  struct Source {
+    std::string option;  ///< "--nnodes"
+    std::string value;   ///< Empty for a flag.
+    std::string origin;  ///< "command line" or the variable's name.
+  };
+  std::vector<Source> sources;
 };
 
 /// A user error in the command line, with the option it concerns.

@@ -132,13 +132,14 @@ TEST(Options, PetVariablesFillWhatTheCommandLineLeavesOut) {
   // Agents are told what came from the head's environment.
   EXPECT_EQ(o.node_args, (std::vector<std::string>{"--max_restarts", "2", "--no_python"}));
   auto source = [&](const std::string& option) {
-    for (const auto& [name, var] : o.from_env) {
-      if (name == option) return var;
+    for (const auto& src : o.sources) {
+      if (src.option == option) return src.origin;
     }
-    return std::string("command line");
+    return std::string("default");
   };
   EXPECT_EQ(source("--nnodes"), "PET_NNODES");
   EXPECT_EQ(source("--nproc_per_node"), "command line");
+  EXPECT_EQ(source("--role"), "default");
 }
 
 TEST(Options, PetErrorsNameTheVariableAndRangesAreCheckedAfterIt) {
@@ -163,7 +164,7 @@ TEST(Options, SignalsToHandleFromFlagPetOrTorchelasticVariable) {
       env_of({{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR1"}, {"PET_SIGNALS_TO_HANDLE", "SIGTERM"}});
   EXPECT_EQ(parse_options({"app"}, both).options.signals_to_handle, "SIGTERM");
   // Without getenv (an agent), the environment is not read.
-  EXPECT_EQ(parse_options({"app"}).options.from_env.size(), 0u);
+  EXPECT_EQ(parse_options({"app"}).options.sources.size(), 0u);
 }
 
 }  // namespace

@@ -190,6 +190,15 @@ std::string error_file(const std::string& dir, int attempt, int rank) {
   return fmt::format("{}/attempt_{}/{}/error.json", dir, attempt, rank);
 }
 
+void print_option_sources(const Options& o) {
+  fmt::print("options (any other has its default):\n");
+  for (const auto& src : o.sources) {
+    std::string setting =
+        src.value.empty() ? src.option : fmt::format("{}={}", src.option, src.value);
+    fmt::print("  {:<36} from {}\n", setting, src.origin);
+  }
+}
+
 void print_dry_run(const Options& o, const LaunchPlan& plan) {
   GroupEnv g = env_template(o, plan);
   g.node_rank = o.node_rank;
@@ -197,11 +206,13 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
   g.master_port = o.master_port;
   fmt::print("mlrun: dry run: 1 node, {} worker{}, world size {}, backend {}\n", plan.nproc,
              plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
-  fmt::print("node 0 ({}): ranks 0-{}, interface {}\n", plan.hostname, plan.nproc - 1,
-             plan.iface.reason);
+  print_option_sources(o);
+  fmt::print("node {} ({}): ranks {}-{}, interface {}\n", o.node_rank, plan.hostname, g.rank_offset,
+             g.rank_offset + plan.nproc - 1, plan.iface.reason);
   Environment empty;
   for (int lr = 0; lr < plan.nproc; ++lr) {
-    fmt::print("  rank {} (local rank {}): {}\n", lr, lr, fmt::join(plan.argv, " "));
+    fmt::print("  rank {} (local rank {}): {}\n", g.rank_offset + lr, lr,
+               fmt::join(plan.argv, " "));
     for (const auto& kv : worker_environment(empty, g, lr, error_file("LOG_DIR", 0, lr))) {
       if (kv.rfind("MLRUN_RDZV_TOKEN=", 0) == 0) {
         fmt::print("    MLRUN_RDZV_TOKEN=(secret)\n");

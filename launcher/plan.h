@@ -66,6 +66,10 @@ GroupEnv env_template(const Options& o, const LaunchPlan& plan);
 /// TORCHELASTIC_ERROR_FILE of a rank: DIR/attempt_N/RANK/error.json.
 std::string error_file(const std::string& dir, int attempt, int rank);
 
+/// For --dry-run: every option that was set, its value and where it came from (the command line
+/// or an environment variable such as PET_NNODES); the rest are defaults.
+void print_option_sources(const Options& o);
+
 /// Prints a single node's plan for --dry-run.
 void print_dry_run(const Options& o, const LaunchPlan& plan);
 

@@ -310,6 +310,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
 void print_host_plan(const Options& o, const LaunchPlan& plan) {
   fmt::print("mlrun: dry run: {} nodes, world size {}, backend {}\n", plan.hosts.nodes.size(),
              plan.world_size, plan.backend);
+  print_option_sources(o);
   int offset = 0;
   for (std::size_t i = 0; i < plan.hosts.nodes.size(); ++i) {
     const auto& n = plan.hosts.nodes[i];

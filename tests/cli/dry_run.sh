@@ -26,6 +26,24 @@ expect_rc 0
 expect_line "$T/out" "  rank 0 (local rank 0): /usr/bin/python3 -u $T/train.py"
 ! grep -q '^hi' "$T/out" || fail "--dry_run ran the program"
 
+# torchrun's PET_<OPTION> variables fill what the command line leaves out (a PyTorchJob pod);
+# flags win, and the plan says where each value came from.
+PET_NNODES=2 PET_NODE_RANK=1 PET_NPROC_PER_NODE=8 PET_MASTER_ADDR=10.1.2.3 PET_ROLE=pet \
+  run_mlrun --dry-run --nproc-per-node=2 "$T/worker.sh"
+expect_rc 0
+expect_grep "$T/out" '^  --nproc_per_node=2 +from command line$'
+expect_grep "$T/out" '^  --nnodes=2 +from PET_NNODES$'
+expect_grep "$T/out" '^  --node_rank=1 +from PET_NODE_RANK$'
+expect_grep "$T/out" '^  --master_addr=10.1.2.3 +from PET_MASTER_ADDR$'
+! grep -q 'PET_NPROC_PER_NODE' "$T/out" || fail "PET_NPROC_PER_NODE won over --nproc-per-node"
+expect_grep "$T/out" '^node 1 \(.*\): ranks 2-3, '
+for var in RANK=2 RANK=3 WORLD_SIZE=4 GROUP_RANK=1 MASTER_ADDR=10.1.2.3 ROLE_NAME=pet; do
+  expect_line "$T/out" "    $var"
+done
+PET_MASTER_PORT=70000 run_mlrun --dry-run "$T/worker.sh"
+expect_rc 2
+expect_grep "$T/err" "^mlrun: error: --master_port=70000: .*\(from PET_MASTER_PORT\)$"
+
 # Errors are still errors in a dry run.
 run_mlrun --dry-run "$T/missing.sh"
 expect_rc 2

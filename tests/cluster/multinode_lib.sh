@@ -46,6 +46,27 @@ start_mlrun_on() {
   set +m
 }
 
+# wait_nodes WHAT I...: waits for the nodes started on hosts I... (start_mlrun_on); fails naming
+# WHAT and the host of the first that exited non-zero.
+wait_nodes() {
+  local what=$1 i rc
+  shift
+  for i in "$@"; do
+    rc=0
+    wait "${NODE_PIDS[i]}" || rc=$?
+    [ $rc -eq 0 ] || fail "$what: the node on host$i exited $rc"
+  done
+}
+
+# need_torch: skips the test (77) unless $PYTHON (default /usr/bin/python3) imports torch; exports
+# PYTHON for mlrun.
+need_torch() {
+  PYTHON=${PYTHON:-/usr/bin/python3}
+  "$PYTHON" -c 'import torch, torch.distributed' 2>/dev/null ||
+    { echo "SKIP: $PYTHON cannot import torch (apt-get install python3-torch)"; exit 77; }
+  export PYTHON
+}
+
 # wait_until SECONDS COMMAND...: polls COMMAND every 50 ms; false if it never succeeded.
 wait_until() {
   local deadline=$(($(now_ms) + $1 * 1000))

@@ -2,10 +2,7 @@
 # The PyTorch DDP example (Gloo on CPU) across all 3 hosts from one command: 2 ranks per host,
 # identical parameters on every rank ("ddp ok"), exit 0, nothing left on any host.
 source "$(dirname "$0")/multinode_lib.sh"
-PYTHON=${PYTHON:-/usr/bin/python3}
-"$PYTHON" -c 'import torch, torch.distributed' 2>/dev/null ||
-  { echo "SKIP: $PYTHON cannot import torch (apt-get install python3-torch)"; exit 77; }
-export PYTHON
+need_torch
 # The script under $T, so that its argv carries the marker.
 cp "$SRC/examples/torch_ddp.py" "$T/torch_ddp.py"
 run_mlrun -H host1:2,host2:2,host3:2 "$T/torch_ddp.py" --steps 5

@@ -13,11 +13,7 @@ for i in 1 2 3; do
   start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
     --master_port="$port" --nproc_per_node=2 "$T/layout.sh"
 done
-for i in 1 2 3; do
-  rc=0
-  wait "${NODE_PIDS[i]}" || rc=$?
-  [ $rc -eq 0 ] || fail "static: the node on host$i exited $rc"
-done
+wait_nodes static 1 2 3
 cat "$T"/node*.out >"$T/out"
 check_layout host1:2 host2:2 host3:2
 assert_no_job_left 15
@@ -33,11 +29,7 @@ for i in 1 2 3; do
   start_mlrun_on "$i" --rdzv_backend=c10d --rdzv_endpoint="10.77.0.11:$port" --rdzv_id="$job" \
     --nnodes=3 --nproc_per_node=2 "$T/layout.sh"
 done
-for i in 1 2 3; do
-  rc=0
-  wait "${NODE_PIDS[i]}" || rc=$?
-  [ $rc -eq 0 ] || fail "dynamic: the node on host$i exited $rc"
-done
+wait_nodes dynamic 1 2 3
 cat "$T"/node*.out >"$T/out"
 # Every rank 0..5 exactly once; each host holds one node's two consecutive ranks.
 ranks=$(cat "$T"/rank.* | sed -E 's/.* rank=([0-9]+) .*/\1/' | sort -n | paste -sd' ')
