@@ -1,6 +1,7 @@
 #include "worker/lifeline.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -8,12 +9,46 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+
+#include "worker/process.h"
 
 namespace mlrun {
 namespace {
 
 // Groups one launcher tracks at once; more than this many local workers is far beyond any node.
 constexpr int kMaxTracked = 8192;
+
+// The one directory the launcher asked to have removed (its run directory on /dev/shm), or empty.
+char tracked_dir[PATH_MAX];
+
+// Applies one line of the pipe: "+PGID" / "-PGID" track and forget a process group, "DPATH" /
+// "d" a directory.
+void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
+  if (len == 0) return;
+  if (line[0] == 'D' || line[0] == 'd') {
+    std::size_t n = line[0] == 'D' && len - 1 < sizeof tracked_dir ? len - 1 : 0;
+    std::memcpy(tracked_dir, line + 1, n);
+    tracked_dir[n] = '\0';
+    return;
+  }
+  pid_t pgid = 0;
+  for (std::size_t d = 1; d < len && d < 12; ++d) {
+    if (line[d] < '0' || line[d] > '9') return;
+    pgid = pgid * 10 + (line[d] - '0');
+  }
+  if (pgid <= 0) return;
+  if (line[0] == '+') {
+    if (count < kMaxTracked) tracked[count++] = pgid;
+  } else if (line[0] == '-') {
+    for (int k = 0; k < count; ++k) {
+      if (tracked[k] == pgid) {
+        tracked[k] = tracked[--count];
+        break;
+      }
+    }
+  }
+}
 
 [[noreturn]] void lifeline_main(int fd) {
   prctl(PR_SET_NAME, "mlrun-lifeline");
@@ -22,46 +57,36 @@ constexpr int kMaxTracked = 8192;
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
-  // Hold none of the launcher's terminals or pipes open: whoever reads the launcher's output
-  // must see it end when the launcher ends.
+  // Hold none of the launcher's terminals, pipes or sockets open: whoever reads the launcher's
+  // output must see it end when the launcher ends, and no port may stay bound by us.
   int devnull = open("/dev/null", O_RDWR);
   for (int i = 0; i < 3; ++i) dup2(devnull, i);
+  fd = dup2(fd, 3);
+  close_descriptors_from(4);
   static pid_t tracked[kMaxTracked];
+  static char line[PATH_MAX + 2];
   int count = 0;
+  std::size_t len = 0;
   char buf[4096];
-  char number[32];
-  int digits = 0;
-  bool adding = true;
   while (true) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     for (ssize_t i = 0; i < n; ++i) {
-      char c = buf[i];
-      if (c == '+' || c == '-') {
-        adding = c == '+';
-        digits = 0;
-      } else if (c >= '0' && c <= '9' && digits < 30) {
-        number[digits++] = c;
-      } else if (c == '\n') {
-        pid_t pgid = 0;
-        for (int d = 0; d < digits; ++d) pgid = pgid * 10 + (number[d] - '0');
-        digits = 0;
-        if (pgid <= 0) continue;
-        if (adding) {
-          if (count < kMaxTracked) tracked[count++] = pgid;
-        } else {
-          for (int k = 0; k < count; ++k) {
-            if (tracked[k] == pgid) {
-              tracked[k] = tracked[--count];
-              break;
-            }
-          }
-        }
+      if (buf[i] != '\n') {
+        if (len < sizeof line) line[len++] = buf[i];
+        continue;
       }
+      apply_line(line, len, tracked, count);
+      len = 0;
     }
   }
   for (int k = 0; k < count; ++k) killpg(tracked[k], SIGKILL);
+  // The launcher's files on a memory file system outlive it otherwise (until reboot).
+  if (tracked_dir[0] != '\0') {
+    std::error_code ignored;
+    std::filesystem::remove_all(tracked_dir, ignored);
+  }
   _exit(0);
 }
 
@@ -120,6 +145,14 @@ void Lifeline::track(pid_t pgid) {
 
 void Lifeline::untrack(pid_t pgid) {
   if (fd_ >= 0) send(fd_, '-', pgid);
+}
+
+void Lifeline::remove_on_exit(const std::string& dir) {
+  if (fd_ < 0 || dir.size() >= PATH_MAX || dir.find('\n') != std::string::npos) return;
+  std::string line = (dir.empty() ? std::string("d") : "D" + dir) + "\n";
+  // One write: a pipe takes up to PIPE_BUF (4 KiB = PATH_MAX) bytes atomically.
+  while (write(fd_, line.data(), line.size()) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace mlrun

@@ -2,10 +2,13 @@
 // each worker, but not the children a worker started. The lifeline is a small process forked at
 // start-up that holds the read end of a pipe; the launcher writes the process groups it starts
 // and ends into it, and when the pipe reports end-of-file (the launcher is gone, however it
-// died) the lifeline SIGKILLs every group still listed, then exits.
+// died) the lifeline SIGKILLs every group still listed, removes the directory it was given, then
+// exits.
 #pragma once
 
 #include <sys/types.h>
+
+#include <string>
 
 namespace mlrun {
 
@@ -21,6 +24,9 @@ class Lifeline {
 
   void track(pid_t pgid);
   void untrack(pid_t pgid);
+  /// The directory the lifeline removes, with everything in it, when the launcher is gone
+  /// (its run directory on /dev/shm); an empty path forgets it.
+  void remove_on_exit(const std::string& dir);
   bool active() const { return fd_ >= 0; }
   pid_t pid() const { return pid_; }
 

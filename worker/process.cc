@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +55,7 @@ std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
   }
   dup2(out.write, STDOUT_FILENO);
   dup2(err.write, STDERR_FILENO);
+  close_descriptors_from(3);
   // The launcher ignores SIGPIPE and handles others; a fresh program expects defaults.
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
@@ -120,8 +123,8 @@ class PosixSpawner final : public ProcessSpawner {
     if (pid < 0) {
       close(out.read);
       close(err.read);
-      throw SpawnError(fmt::format("cannot start {}: fork: {}", request.argv[0],
-                                   std::strerror(fork_errno)));
+      throw SpawnError(
+          fmt::format("cannot start {}: fork: {}", request.argv[0], std::strerror(fork_errno)));
     }
     // Also from the parent, so that a signal sent to the group right after spawn() returns
     // cannot miss a child that has not run yet. EACCES after the child's exec is harmless.
@@ -150,7 +153,21 @@ bool is_executable_file(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<ProcessSpawner> make_posix_spawner() { return std::make_unique<PosixSpawner>(); }
+// Close-on-exec alone is not enough: libraries (libssh, Asio, NCCL) open descriptors without it,
+// and a worker's daemon that inherited the rendezvous' listening socket would keep its port bound
+// after mlrun exits.
+void close_descriptors_from(int first) {
+  if (syscall(SYS_close_range, first, ~0U, 0) == 0) return;
+  // Kernels before 5.9: every descriptor the limit allows.
+  struct rlimit limit;
+  rlim_t end = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+  if (end == RLIM_INFINITY || end > (1u << 20)) end = 1u << 20;
+  for (rlim_t fd = static_cast<rlim_t>(first); fd < end; ++fd) close(static_cast<int>(fd));
+}
+
+std::unique_ptr<ProcessSpawner> make_posix_spawner() {
+  return std::make_unique<PosixSpawner>();
+}
 
 std::string resolve_program(const std::string& program, const std::string& path_env) {
   if (program.empty()) throw SpawnError("empty program name");
@@ -161,8 +178,8 @@ std::string resolve_program(const std::string& program, const std::string& path_
     }
     if (!S_ISREG(st.st_mode)) throw SpawnError(fmt::format("{}: not a regular file", program));
     if (access(program.c_str(), X_OK) != 0) {
-      throw SpawnError(fmt::format("{}: not executable (chmod +x, or name an interpreter)",
-                                   program));
+      throw SpawnError(
+          fmt::format("{}: not executable (chmod +x, or name an interpreter)", program));
     }
     return program;
   }

@@ -56,6 +56,10 @@ class ProcessSpawner {
 /// workers: the kernel's parent-death signal fires when the spawning *thread* exits.
 std::unique_ptr<ProcessSpawner> make_posix_spawner();
 
+/// Closes every descriptor from `first` up (close_range, or one by one on kernels before 5.9).
+/// Async-signal-safe: for a child between fork and exec, so that it starts with nothing of ours.
+void close_descriptors_from(int first);
+
 /// Finds program the way execvp would (a name with a slash is taken as a path). Throws
 /// SpawnError naming the program when it is missing, not a regular file or not executable.
 std::string resolve_program(const std::string& program, const std::string& path_env);
