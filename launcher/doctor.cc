@@ -219,11 +219,7 @@ int bandwidth_command(const DoctorOptions& o) {
   }
   argv.insert(argv.end(), {"--no_python", sweep});
   for (auto& f : sweep_flags(o.sweep)) argv.push_back(f);
-  std::vector<std::string> shown;
-  for (const auto& a : argv) {
-    shown.push_back(a.find_first_of(" '\"$") == std::string::npos ? a : shell_quote(a));
-  }
-  fmt::print("# {}\n", fmt::join(shown, " "));
+  fmt::print("# {}\n", shell_words(argv));
   std::fflush(stdout);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -13,6 +15,7 @@
 
 #include "launcher/command.h"
 #include "launcher/doctor.h"
+#include "launcher/log_dir.h"
 #include "launcher/node.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
@@ -67,6 +70,14 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
       errors.push_back(
           "--hostfile/-H start every node from here: --nnodes, --node_rank and "
           "--rdzv_endpoint are for starting nodes one by one");
+    }
+  }
+  if (on_hosts(o)) {
+    std::int64_t ranks = 0;
+    for (const auto& n : plan.hosts.nodes) ranks += n.nproc;
+    if (ranks > kMaxWorldSize) {
+      errors.push_back(fmt::format("the hosts ask for {} ranks: more than the limit of {}", ranks,
+                                   kMaxWorldSize));
     }
   }
   if (o.nnodes_min != o.nnodes_max && on_hosts(o)) {
@@ -133,6 +144,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
     }
   }
   if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
+  if (auto problem = log_dir_problem(o.log_dir); !problem.empty()) errors.push_back(problem);
   for (const auto& e : errors) error(e);
   if (!errors.empty()) return false;
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
@@ -155,12 +167,9 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   plan.run_id = o.rdzv_id.empty() ? (o.standalone ? plan.job_id : "none") : o.rdzv_id;
   plan.hostname = host_name();
   plan.log_dir = o.log_dir;
-  bool wants_files =
-      o.redirects.all || !o.redirects.per_rank.empty() || o.tee.all || !o.tee.per_rank.empty();
-  if (plan.log_dir.empty() && wants_files) {
-    plan.log_dir = fmt::format("{}/mlrun-logs-{}", fs::temp_directory_path().string(), plan.job_id);
-    fmt::print(stderr, "mlrun: logs in {}\n", plan.log_dir);
-  }
+  // Without --log_dir, redirected streams still need files: a fresh directory, made at launch.
+  plan.log_files = !o.log_dir.empty() || o.redirects.all || !o.redirects.per_rank.empty() ||
+                   o.tee.all || !o.tee.per_rank.empty();
   return true;
 }
 
@@ -211,20 +220,17 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
              g.rank_offset + plan.nproc - 1, plan.iface.reason);
   Environment empty;
   for (int lr = 0; lr < plan.nproc; ++lr) {
-    fmt::print("  rank {} (local rank {}): {}\n", g.rank_offset + lr, lr,
-               fmt::join(plan.argv, " "));
+    fmt::print("  rank {} (local rank {}): {}\n", g.rank_offset + lr, lr, shell_words(plan.argv));
     for (const auto& kv : worker_environment(empty, g, lr, error_file("LOG_DIR", 0, lr))) {
-      if (kv.rfind("MLRUN_RDZV_TOKEN=", 0) == 0) {
+      auto eq = kv.find('=');
+      std::string name = kv.substr(0, eq);
+      if (name == "MLRUN_RDZV_TOKEN") {
         fmt::print("    MLRUN_RDZV_TOKEN=(secret)\n");
       } else {
-        fmt::print("    {}\n", kv);
+        fmt::print("    {}={}\n", shell_word(name), shell_word(kv.substr(eq + 1)));
       }
     }
   }
-}
-
-static int open_log(const std::string& path) {
-  return open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0644);
 }
 
 WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::string& run_dir,
@@ -244,8 +250,12 @@ WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::str
     if (shown && (!(redirected & stream_bit) || (teed & stream_bit))) s.console_fd = console_fd;
     s.prefix = prefix;
     s.keep_tail = stream_bit == 2;
-    if (!plan.log_dir.empty()) {
-      s.file_fd = open_log(fmt::format("{}/attempt_{}/{}/{}", run_dir, attempt, w.rank, file));
+    if (plan.log_files) {
+      std::string path = fmt::format("{}/attempt_{}/{}/{}", run_dir, attempt, w.rank, file);
+      if (!make_rank_dir(run_dir, attempt, w.rank) || (s.file_fd = open_log_file(path)) < 0) {
+        fmt::print(stderr, "mlrun: warning: {}: no log file (a symlink, or not ours?): {}\n", path,
+                   std::strerror(errno));
+      }
     }
     return s;
   };
@@ -254,10 +264,54 @@ WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::str
   return r;
 }
 
+std::optional<std::string> weak_token(const std::string& token) {
+  bool seen[256] = {};
+  std::size_t distinct = 0;
+  for (unsigned char c : token) distinct += seen[c] ? 0 : (seen[c] = true, 1);
+  if (token.size() >= kMinTokenChars && distinct >= kMinTokenDistinctChars) return std::nullopt;
+  return fmt::format(
+      "the token is too weak ({} characters, {} different; at least {} and {} needed): anyone "
+      "who guesses it can join or abort the job",
+      token.size(), distinct, kMinTokenChars, kMinTokenDistinctChars);
+}
+
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+std::string shell_word(const std::string& s) {
+  auto safe = [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("_@%+=:,./-", c) != nullptr;
+  };
+  if (!s.empty() && std::all_of(s.begin(), s.end(), safe)) return s;
+  auto control = [](unsigned char c) { return c < 0x20 || c == 0x7f; };
+  if (std::none_of(s.begin(), s.end(), control)) return shell_quote(s);
+  // A newline or other control character printed as is could fake a line of the plan: bash's
+  // $'...' spells each one as an escape.
+  std::string out = "$'";
+  for (unsigned char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (control(c)) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == '\\' || c == '\'') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "'";
+}
+
+std::string shell_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + shell_word(w);
+  return out;
 }
 
 std::string self_path() {

@@ -26,7 +26,8 @@ struct LaunchPlan {
   std::string backend;
   std::string job_id;
   std::string run_id;
-  std::string log_dir;  // Empty: no log files.
+  std::string log_dir;     // --log_dir; empty with log_files: a fresh one (launcher/log_dir.h).
+  bool log_files = false;  // Per-rank stdout/stderr files.
   std::string hostname;
   std::vector<std::pair<std::string, std::string>> exports;
   InterfaceChoice iface;
@@ -38,8 +39,23 @@ struct LaunchPlan {
 /// Random bytes as lowercase hex (getrandom).
 std::string random_hex(std::size_t bytes);
 
+/// The least a token given by the user (MLRUN_RDZV_TOKEN, a token file) must have: anyone who
+/// can guess it may join or abort the job. random_hex(16) gives 32 characters.
+inline constexpr std::size_t kMinTokenChars = 16;
+inline constexpr std::size_t kMinTokenDistinctChars = 8;
+
+/// Why a user's token is too weak to guard a job, or nothing when it is strong enough.
+std::optional<std::string> weak_token(const std::string& token);
+
 /// s quoted for a POSIX shell: 'it'\''s'.
 std::string shell_quote(const std::string& s);
+
+/// s as one shell word: as is when it holds only characters no shell treats specially, in single
+/// quotes otherwise, and as bash's $'...' when it holds a newline or another control character
+/// (so that printed plans stay one line per item).
+std::string shell_word(const std::string& s);
+/// Each of words through shell_word, joined by spaces.
+std::string shell_words(const std::vector<std::string>& words);
 
 /// This program's own path (/proc/self/exe), or "mlrun" when it cannot be read.
 std::string self_path();

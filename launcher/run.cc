@@ -22,6 +22,7 @@
 #include "launcher/command.h"
 #include "launcher/doctor.h"
 #include "launcher/head.h"
+#include "launcher/log_dir.h"
 #ifdef MLRUN_HAVE_RDZV_COMMAND
 #include "launcher/rdzv_command.h"
 #endif
@@ -113,9 +114,17 @@ std::string temporary_base_dir() {
 int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifeline& lifeline,
                   int lifeline_fd) {
   // A directory for error files, and log files when asked for; a temporary one is removed.
-  bool temporary_dir = plan.log_dir.empty();
-  std::string run_dir = plan.log_dir;
-  if (temporary_dir) {
+  bool temporary_dir = !plan.log_files;
+  std::string run_dir;
+  if (plan.log_files) {
+    std::string why;
+    run_dir = prepare_log_dir(plan.log_dir, plan.job_id, why);
+    if (run_dir.empty()) {
+      error(why);
+      return 1;
+    }
+    if (plan.log_dir.empty()) fmt::print(stderr, "mlrun: logs in {}\n", run_dir);
+  } else {
     // Only error files go here: a flat directory on a memory file system where there is one.
     // (Per-rank directories on a disk mounted with `discard` cost milliseconds each to delete.)
     std::string base = temporary_base_dir();
@@ -125,6 +134,7 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
       return 1;
     }
     run_dir = tmpl;
+    lifeline.remove_on_exit(run_dir);
   }
   struct RemoveRunDir {
     bool temporary;
@@ -152,10 +162,7 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
                          : error_file(run_dir, attempt, rank);
   };
   hooks.error_file = [&](int attempt, int rank) {
-    if (!temporary_dir) {
-      std::error_code ignored;
-      fs::create_directories(fmt::format("{}/attempt_{}/{}", run_dir, attempt, rank), ignored);
-    }
+    if (!temporary_dir) make_rank_dir(run_dir, attempt, rank);
     return error_path(attempt, rank);
   };
   hooks.error_message = [&](int attempt, int rank) {
@@ -319,8 +326,11 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
                n.local ? "this host, no SSH" : "agent over SSH");
     offset += n.nproc;
   }
-  fmt::print("  command: {}\n", fmt::join(plan.argv, " "));
-  for (const auto& [name, value] : plan.exports) fmt::print("  -x {}={}\n", name, value);
+  fmt::print("  command: {}\n", shell_words(plan.argv));
+  for (const auto& [name, value] : plan.exports) {
+    fmt::print("  -x {}\n",
+               name == "MLRUN_RDZV_TOKEN" ? name + "=(secret)" : shell_word(name + "=" + value));
+  }
 }
 
 // The launch of this node's part of a job, as named steps.

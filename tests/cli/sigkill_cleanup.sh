@@ -1,10 +1,12 @@
-# SIGKILL of mlrun itself: every worker and every worker's child is gone within 2 s.
+# SIGKILL of mlrun itself: every worker and every worker's child is gone within 2 s, and so is its
+# temporary run directory (/dev/shm/mlrun-*).
 source "$(dirname "$0")/common.sh"
 
 # Each worker starts two children of its own, one of them in the background of a subshell.
 write_worker worker.sh '
 "$T/sleep" 1000 &
 ( "$T/sleep" 1001 & wait ) &
+echo "$TORCHELASTIC_ERROR_FILE" >"$T/error_file.$RANK"
 touch "$T/up.$RANK"
 wait'
 
@@ -25,5 +27,9 @@ for round in 1 2; do
   no_marker_left ||
     fail "round $round: still running ${took} ms after SIGKILL: $(ps -o pid=,args= -p "$(marker_pids | paste -sd, -)")"
   echo "round $round: everything gone ${took} ms after SIGKILL"
+  # The run directory (on /dev/shm where there is one) goes with it: the lifeline removes it.
+  run_dir=$(dirname "$(cat "$T/error_file.0")")
+  case "$run_dir" in */mlrun-*) ;; *) fail "unexpected run directory '$run_dir'" ;; esac
+  wait_until 2 test ! -e "$run_dir" || fail "round $round: $run_dir is still there after SIGKILL"
 done
 echo PASS
