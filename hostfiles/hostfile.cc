@@ -2,12 +2,14 @@
 // of one host is merged into one entry.
 #include "hostfiles/hostfile.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -302,10 +304,15 @@ class Merger {
   std::set<std::string> conflicted_;  // Keys whose max_slots disagree: one error is enough.
 };
 
-HostList finish(Merger& merger, std::vector<HostfileError>* errors) {
+HostList finish(Merger& merger, std::vector<HostfileError>* errors, std::string_view source) {
   HostList list;
   list.hosts = merger.finish();
   list.errors = std::move(*errors);
+  if (list.hosts.size() > kMaxHosts) {
+    list.errors.push_back({std::string(source), 0,
+                           fmt::format("{} hosts: more than the limit of {} (kMaxHosts)",
+                                       list.hosts.size(), kMaxHosts)});
+  }
   // Merge errors are found after the lines they concern; keep the report in file order.
   std::stable_sort(list.errors.begin(), list.errors.end(),
                    [](const HostfileError& a, const HostfileError& b) { return a.line < b.line; });
@@ -348,34 +355,41 @@ HostList parse_hostfile(std::string_view text, std::string_view file_name) {
     if (parse_line(line, line_number, &mention, errors)) merger.add(mention, line_number);
   }
   if (!any_line) errors.at(0, "no hosts: the file has only blank lines and comments");
-  return finish(merger, &error_list);
+  return finish(merger, &error_list, file_name);
 }
 
 HostList read_hostfile(const std::string& path) {
   HostList failed;
-  std::ifstream in(path, std::ios::binary);
+  auto fail = [&](std::string message) {
+    failed.errors.push_back({path, 0, std::move(message)});
+    return failed;
+  };
+  // Non-blocking open, then a check of what it is: a FIFO (or a device) would block the launch
+  // forever or never end; only a regular file is read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return fail(fmt::format("cannot read: {}", std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat st;
-  if (!in || ::stat(path.c_str(), &st) != 0) {
-    failed.errors.push_back({path, 0, fmt::format("cannot read: {}", std::strerror(errno))});
-    return failed;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    failed.errors.push_back({path, 0, "cannot read: is a directory"});
-    return failed;
+  if (::fstat(fd, &st) != 0) return fail(fmt::format("cannot read: {}", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) return fail("cannot read: is a directory");
+  if (!S_ISREG(st.st_mode)) return fail("not a regular file (a FIFO, socket or device)");
+  if (static_cast<std::uintmax_t>(st.st_size) > kMaxHostfileBytes) {
+    return fail(fmt::format("larger than the limit of {} bytes", kMaxHostfileBytes));
   }
   std::string text;
   char buffer[65536];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(fmt::format("read failed: {}", std::strerror(errno)));
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
     if (text.size() > kMaxHostfileBytes) {
-      failed.errors.push_back(
-          {path, 0, fmt::format("larger than the limit of {} bytes", kMaxHostfileBytes)});
-      return failed;
+      return fail(fmt::format("larger than the limit of {} bytes", kMaxHostfileBytes));
     }
-  }
-  if (in.bad()) {
-    failed.errors.push_back({path, 0, fmt::format("read failed: {}", std::strerror(errno))});
-    return failed;
   }
   return parse_hostfile(text, path);
 }
@@ -387,7 +401,7 @@ HostList parse_host_list(std::string_view spec) {
   auto trimmed = spec.find_first_not_of(" \t");
   if (trimmed == std::string_view::npos) {
     errors.at(0, "empty host list");
-    return finish(merger, &error_list);
+    return finish(merger, &error_list, kHostListSource);
   }
   int index = 0;
   for (std::string_view item : split_outside_brackets(spec, ',')) {
@@ -402,7 +416,7 @@ HostList parse_host_list(std::string_view spec) {
     std::string label = fmt::format("'{}'", item);
     if (parse_host_token(item, &mention, errors, 0, label)) merger.add(mention, 0);
   }
-  return finish(merger, &error_list);
+  return finish(merger, &error_list, kHostListSource);
 }
 
 }  // namespace mlrun

@@ -17,6 +17,7 @@ namespace mlrun {
 inline constexpr int kMaxSlotsPerHost = 1 << 16;             ///< slots, max_slots, and sums.
 inline constexpr std::size_t kMaxRangeExpansion = 1 << 16;   ///< Hosts from one range pattern.
 inline constexpr std::size_t kMaxHostfileBytes = 16u << 20;  ///< read_hostfile refuses more.
+inline constexpr std::size_t kMaxHosts = 16384;              ///< Hosts in one file or list.
 
 /// One host, after every line that lists it has been merged (duplicates add up their slots).
 struct HostEntry {

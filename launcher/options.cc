@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <functional>
 #include <string_view>
 
@@ -52,13 +53,12 @@ void bad(Errors& errors, const std::string& flag, const std::string& value, std:
   errors.push_back({fmt::format("{}={}: {}", flag, value, why)});
 }
 
-Apply int_at_least(int Options::*field, int minimum) {
-  return [field, minimum](Options& o, const std::string& flag, const std::string& v, Errors& e) {
+Apply int_in_range(int Options::*field, int minimum, int maximum) {
+  return [=](Options& o, const std::string& flag, const std::string& v, Errors& e) {
     int n;
-    if (!parse_int(v, n) || n < minimum) {
+    if (!parse_int(v, n) || n < minimum || n > maximum) {
       bad(e, flag, v,
-          minimum == 0 ? "must be a non-negative integer"
-                       : fmt::format("must be an integer of at least {}", minimum));
+          fmt::format("must be an integer from {} to {} (mlrun's limit)", minimum, maximum));
       return;
     }
     o.*field = n;
@@ -85,11 +85,14 @@ Apply one_of(std::string Options::*field, std::vector<std::string_view> allowed)
   };
 }
 
-Apply positive_seconds(double Options::*field) {
+// A finite number of seconds up to kMaxSeconds: inf, nan or 1e300 would turn a bounded wait
+// into none at all (or overflow the milliseconds it becomes).
+Apply seconds(double Options::*field) {
   return [field](Options& o, const std::string& f, const std::string& v, Errors& e) {
     double d;
-    if (!parse_double(v, d) || !(d >= 0)) {
-      bad(e, f, v, "must be a non-negative number of seconds");
+    if (!parse_double(v, d) || !(d >= 0 && d <= kMaxSeconds)) {
+      bad(e, f, v,
+          fmt::format("must be a number of seconds from 0 to {} (mlrun's limit)", kMaxSeconds));
       return;
     }
     o.*field = d;
@@ -112,7 +115,7 @@ Apply stream_spec(StreamSpec Options::*field) {
       auto parts = split(item, ':');
       int local_rank;
       if (parts.size() != 2 || !parse_int(parts[0], local_rank) || local_rank < 0 ||
-          !parse_int(parts[1], mask) || mask < 0 || mask > 3) {
+          local_rank >= kMaxNprocPerNode || !parse_int(parts[1], mask) || mask < 0 || mask > 3) {
         return bad(e, f, v, "must be 0-3 or a list of LOCAL_RANK:0-3 (for example 0:3,1:2)");
       }
       spec.per_rank.emplace_back(local_rank, mask);
@@ -123,24 +126,29 @@ Apply stream_spec(StreamSpec Options::*field) {
 
 void apply_nproc(Options& o, const std::string& f, const std::string& v, Errors& e) {
   int n;
-  if (v == "auto" || v == "gpu" || v == "cpu" || (parse_int(v, n) && n >= 1)) {
+  if (v == "auto" || v == "gpu" || v == "cpu" ||
+      (parse_int(v, n) && n >= 1 && n <= kMaxNprocPerNode)) {
     o.nproc_per_node = v;
   } else {
-    bad(e, f, v, "must be a positive integer or one of auto, gpu, cpu");
+    bad(e, f, v,
+        fmt::format(
+            "must be a positive integer (at most {}, mlrun's limit) or one of auto, gpu, cpu",
+            kMaxNprocPerNode));
   }
 }
 
 void apply_nnodes(Options& o, const std::string& f, const std::string& v, Errors& e) {
   auto parts = split(v, ':');
   int lo, hi;
-  if (parts.size() == 1 && parse_int(parts[0], lo) && lo >= 1) {
+  if (parts.size() == 1 && parse_int(parts[0], lo) && lo >= 1 && lo <= kMaxNodes) {
     o.nnodes_min = o.nnodes_max = lo;
   } else if (parts.size() == 2 && parse_int(parts[0], lo) && parse_int(parts[1], hi) && lo >= 1 &&
-             hi >= lo) {
+             hi >= lo && hi <= kMaxNodes) {
     o.nnodes_min = lo;
     o.nnodes_max = hi;
   } else {
-    bad(e, f, v, "must be N or MIN:MAX with 1 <= MIN <= MAX");
+    bad(e, f, v,
+        fmt::format("must be N or MIN:MAX with 1 <= MIN <= MAX <= {} (mlrun's limit)", kMaxNodes));
   }
 }
 
@@ -155,7 +163,9 @@ void apply_filter(Options& o, const std::string& f, const std::string& v, Errors
   std::vector<int> ranks;
   for (auto item : split(v, ',')) {
     int r;
-    if (!parse_int(item, r) || r < 0) return bad(e, f, v, "must be a comma list of local ranks");
+    if (!parse_int(item, r) || r < 0 || r >= kMaxNprocPerNode) {
+      return bad(e, f, v, "must be a comma list of local ranks");
+    }
     ranks.push_back(r);
   }
   o.local_ranks_filter = ranks;
@@ -165,7 +175,7 @@ const std::vector<OptionSpec>& table() {
   static const std::vector<OptionSpec> specs = {
       {{"--nproc_per_node"}, true, apply_nproc},
       {{"--nnodes"}, true, apply_nnodes},
-      {{"--node_rank"}, true, int_at_least(&Options::node_rank, 0)},
+      {{"--node_rank"}, true, int_in_range(&Options::node_rank, 0, kMaxNodes - 1)},
       {{"--master_addr"}, true, text(&Options::master_addr)},
       {{"--master_port"}, true, apply_port},
       {{"--rdzv_backend"}, true, one_of(&Options::rdzv_backend, {"static", "c10d", "mlrun"})},
@@ -173,8 +183,8 @@ const std::vector<OptionSpec>& table() {
       {{"--rdzv_id"}, true, text(&Options::rdzv_id)},
       {{"--rdzv_conf"}, true, text(&Options::rdzv_conf)},
       {{"--standalone"}, false, flag(&Options::standalone)},
-      {{"--max_restarts"}, true, int_at_least(&Options::max_restarts, 0)},
-      {{"--monitor_interval"}, true, positive_seconds(&Options::monitor_interval)},
+      {{"--max_restarts"}, true, int_in_range(&Options::max_restarts, 0, kMaxRestarts)},
+      {{"--monitor_interval"}, true, seconds(&Options::monitor_interval)},
       {{"--start_method"}, true, one_of(&Options::start_method, {"spawn", "fork", "forkserver"})},
       {{"--role"}, true, text(&Options::role)},
       {{"--log_dir"}, true, text(&Options::log_dir)},
@@ -188,7 +198,7 @@ const std::vector<OptionSpec>& table() {
       {{"--signals_to_handle"}, true, text(&Options::signals_to_handle)},
       {{"--hostfile", "--machinefile"}, true, text(&Options::hostfile)},
       {{"--hosts", "--host", "-H"}, true, text(&Options::hosts)},
-      {{"-np", "-n", "--np"}, true, int_at_least(&Options::np, 1)},
+      {{"-np", "-n", "--np"}, true, int_in_range(&Options::np, 1, kMaxWorldSize)},
       {{"--include", "-i"}, true, text(&Options::include)},
       {{"--exclude", "-e"}, true, text(&Options::exclude)},
       {{"-x"},
@@ -200,7 +210,7 @@ const std::vector<OptionSpec>& table() {
       {{"--backend"}, true, one_of(&Options::backend, {"auto", "nccl", "gloo", "mpi"})},
       {{"--iface"}, true, text(&Options::iface)},
       {{"--dry_run"}, false, flag(&Options::dry_run)},
-      {{"--grace_period"}, true, positive_seconds(&Options::grace_period)},
+      {{"--grace_period"}, true, seconds(&Options::grace_period)},
       {{"--stdin"}, true, one_of(&Options::stdin_mode, {"rank0", "0", "none"})},
       {{"--help", "-h"}, false, flag(&Options::help)},
       {{"--version"}, false, flag(&Options::version)},
@@ -408,6 +418,13 @@ ParseResult parse_options(const std::vector<std::string>& args, const GetEnv& ge
   if (o.node_rank >= o.nnodes_max) {
     result.errors.push_back(
         {fmt::format("--node_rank={} must be less than --nnodes={}", o.node_rank, o.nnodes_max)});
+  }
+  if (int n; parse_int(o.nproc_per_node, n) &&
+             static_cast<std::int64_t>(n) * o.nnodes_max > kMaxWorldSize) {
+    result.errors.push_back({fmt::format(
+        "--nproc_per_node={} --nnodes={}: a world of {} ranks is more than the limit of {}",
+        o.nproc_per_node, o.nnodes_max, static_cast<std::int64_t>(n) * o.nnodes_max,
+        kMaxWorldSize)});
   }
   if (o.module && o.no_python) {
     result.errors.push_back({"-m runs a Python module and cannot be used with --no_python"});

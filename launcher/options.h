@@ -10,6 +10,14 @@
 
 namespace mlrun {
 
+/// Limits on the numbers of the command line, checked at parse time (exit 2 naming the limit):
+/// each later becomes processes, connections or a wait, and none may overflow.
+inline constexpr int kMaxNprocPerNode = 4096;  ///< Workers on one node.
+inline constexpr int kMaxNodes = 16384;        ///< --nnodes (hosts: hostfiles' kMaxHosts).
+inline constexpr int kMaxWorldSize = 1 << 20;  ///< Ranks in a job (the protocol's groups).
+inline constexpr int kMaxRestarts = 10000;     ///< --max_restarts.
+inline constexpr double kMaxSeconds = 86400;   ///< --grace_period, --monitor_interval.
+
 /// --redirects / --tee values, per stream: 0 none, 1 stdout, 2 stderr, 3 both.
 struct StreamSpec {
   int all = 0;                                ///< For local ranks without their own entry.

@@ -8,13 +8,31 @@
 namespace mlrun {
 namespace {
 
-ParseResult parse(std::vector<std::string> args) { return parse_options(args); }
+ParseResult parse(std::vector<std::string> args) {
+  return parse_options(args);
+}
 
 TEST(Options, TorchrunCommandLineInBothSpellings) {
-  auto r = parse({"--nproc-per-node=4", "--nnodes", "1", "--master_addr=127.0.0.1",
-                  "--master-port", "29500", "--max_restarts=2", "--monitor-interval=5",
-                  "--role", "trainer", "--log-dir", "/tmp/l", "-r", "3", "--tee=0:1,1:2",
-                  "--local-ranks-filter=0,2", "--standalone", "train.py", "--lr", "0.1"});
+  auto r = parse({"--nproc-per-node=4",
+                  "--nnodes",
+                  "1",
+                  "--master_addr=127.0.0.1",
+                  "--master-port",
+                  "29500",
+                  "--max_restarts=2",
+                  "--monitor-interval=5",
+                  "--role",
+                  "trainer",
+                  "--log-dir",
+                  "/tmp/l",
+                  "-r",
+                  "3",
+                  "--tee=0:1,1:2",
+                  "--local-ranks-filter=0,2",
+                  "--standalone",
+                  "train.py",
+                  "--lr",
+                  "0.1"});
   ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
   const Options& o = r.options;
   EXPECT_EQ(o.nproc_per_node, "4");
@@ -73,8 +91,11 @@ TEST(Options, EveryErrorIsReportedAtOnce) {
   auto r = parse({"--nproc_per_node=0", "--nnodes=x", "--bogus", "--master_port=70000", "app"});
   ASSERT_EQ(r.errors.size(), 4u);
   EXPECT_EQ(r.errors[0].message,
-            "--nproc_per_node=0: must be a positive integer or one of auto, gpu, cpu");
-  EXPECT_EQ(r.errors[1].message, "--nnodes=x: must be N or MIN:MAX with 1 <= MIN <= MAX");
+            "--nproc_per_node=0: must be a positive integer (at most 4096, mlrun's limit) or one "
+            "of auto, "
+            "gpu, cpu");
+  EXPECT_EQ(r.errors[1].message,
+            "--nnodes=x: must be N or MIN:MAX with 1 <= MIN <= MAX <= 16384 (mlrun's limit)");
   EXPECT_EQ(r.errors[2].message, "unknown option '--bogus' (see mlrun --help)");
   EXPECT_NE(r.errors[3].message.find("--master_port=70000"), std::string::npos);
 }
