@@ -167,8 +167,9 @@ std::string rdzv_usage() {
       "                          the same port, to loopback and to hosts of authenticated\n"
       "                          clients (docs/torch-store.md)\n"
       "Without a file, the token is MLRUN_RDZV_TOKEN. There is no --token flag: argv is\n"
-      "visible to every user of the host.\n",
-      kDefaultPort);
+      "visible to every user of the host. A token needs at least {} characters, {} of them\n"
+      "different (--new-token-file makes a random one of 32).\n",
+      kDefaultPort, kMinTokenChars, kMinTokenDistinctChars);
 }
 
 int rdzv_command(const std::vector<std::string>& args) {
@@ -180,6 +181,9 @@ int rdzv_command(const std::vector<std::string>& args) {
     return 0;
   }
   std::string token = errors.empty() ? load_token(o, errors) : std::string();
+  if (!token.empty()) {
+    if (auto weak = weak_token(token)) errors.push_back(*weak);
+  }
   for (const auto& e : errors) fmt::print(stderr, "mlrun rdzv: error: {}\n", e);
   if (!errors.empty()) return 2;
 
@@ -210,8 +214,13 @@ int rdzv_command(const std::vector<std::string>& args) {
   }
   fmt::print("{}\n", advertised_endpoint(o, *server));
   std::fflush(stdout);
-  fmt::print(stderr, "mlrun rdzv: serving on {}:{}{}; SIGINT or SIGTERM stops it\n", o.host,
-             server->port(), o.job_id.empty() ? "" : fmt::format(" for job {}", o.job_id));
+  bool everywhere = o.host == "0.0.0.0" || o.host == "::" || o.host.empty();
+  fmt::print(stderr, "mlrun rdzv: serving on {}:{}{}{}; SIGINT or SIGTERM stops it\n", o.host,
+             server->port(),
+             everywhere ? " (every interface: any host that reaches this one may connect; "
+                          "--host 127.0.0.1 for this host only)"
+                        : "",
+             o.job_id.empty() ? "" : fmt::format(" for job {}", o.job_id));
 
   // 4. Until a stop signal: then close every connection and return.
   int signal_number = 0;

@@ -412,10 +412,16 @@ void ServerCore::Impl::on_frame(const ConnPtr& c, std::span<const std::uint8_t> 
            fmt::format("bad frame from {}: request while another was in flight", c->peer));
     return;
   }
+  // Before authentication (and in any hello) the payload may hold the job's token, right or
+  // nearly right: the log shows its length only.
+  bool secret = !c->authed || h.op == static_cast<std::uint8_t>(Op::kHello);
+  auto excerpt = [&] {
+    return secret ? fmt::format("{} payload bytes, not shown", payload.size())
+                  : fmt::format("payload \"{}\"", sanitize(payload));
+  };
   if (!is_known_op(h.op)) {
     refuse(c, h.op, h.request_id, Status::kBadFrame, "unknown op",
-           fmt::format("bad frame from {}: unknown op {}; payload \"{}\"", c->peer, h.op,
-                       sanitize(payload)));
+           fmt::format("bad frame from {}: unknown op {}; {}", c->peer, h.op, excerpt()));
     return;
   }
   Request request;
@@ -423,8 +429,8 @@ void ServerCore::Impl::on_frame(const ConnPtr& c, std::span<const std::uint8_t> 
   std::string_view what;
   if (!parse_request(h.op, payload, request, &status, &what)) {
     refuse(c, h.op, h.request_id, status, what,
-           fmt::format("bad frame from {}: {} op: {}; payload \"{}\"", c->peer,
-                       op_name(static_cast<Op>(h.op)), what, sanitize(payload)));
+           fmt::format("bad frame from {}: {} op: {}; {}", c->peer, op_name(static_cast<Op>(h.op)),
+                       what, excerpt()));
     return;
   }
   c->in_flight = true;
