@@ -212,6 +212,9 @@ const std::vector<OptionSpec>& table() {
       {{"--dry_run"}, false, flag(&Options::dry_run)},
       {{"--grace_period"}, true, seconds(&Options::grace_period)},
       {{"--stdin"}, true, one_of(&Options::stdin_mode, {"rank0", "0", "none"})},
+      {{"--verbose", "-v"}, false, [](Options& o, auto&, auto&, Errors&) { ++o.verbose; }},
+      {{"-vv"}, false, [](Options& o, auto&, auto&, Errors&) { o.verbose += 2; }},
+      {{"--log_level"}, true, text(&Options::log_level)},
       {{"--help", "-h"}, false, flag(&Options::help)},
       {{"--version"}, false, flag(&Options::version)},
   };
@@ -247,6 +250,9 @@ bool is_head_only(const OptionSpec* spec) {
                                                           "-x",
                                                           "--dry_run",
                                                           "--stdin",
+                                                          "--verbose",
+                                                          "-vv",
+                                                          "--log_level",
                                                           "--help",
                                                           "--version",
                                                           "--local_addr"};
@@ -468,6 +474,9 @@ mlrun options:
   --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5)
   --stdin rank0|none               give this terminal or input to global rank 0 (default rank0)
   --dry-run                        print the plan and start nothing
+  -v, --verbose, -vv               say what mlrun does: -v each step of a launch, -vv every detail
+  --log_level LEVEL                debug, info, warning (default), error, critical or off; also
+                                   MLRUN_LOG_LEVEL or torchrun's LOGLEVEL in the environment
   -h, --help, --version
 )";
 }

@@ -69,6 +69,9 @@ struct Options {
   /// --stdin rank0 (or mpirun's 0): this launcher's stdin goes to global rank 0 when it runs
   /// here; none: every worker reads /dev/null.
   std::string stdin_mode = "rank0";
+  /// -v (info), -vv (debug): mlrun's own log (worker/log.h); --log_level names the level.
+  int verbose = 0;
+  std::string log_level;
   bool help = false;
   bool version = false;
 

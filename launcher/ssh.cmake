@@ -6,7 +6,7 @@ find_package(fmt REQUIRED)
 
 add_library(mlrun_ssh STATIC ${CMAKE_CURRENT_LIST_DIR}/ssh.cc)
 target_include_directories(mlrun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(mlrun_ssh PUBLIC Threads::Threads PRIVATE PkgConfig::LIBSSH fmt::fmt)
+target_link_libraries(mlrun_ssh PUBLIC Threads::Threads PRIVATE PkgConfig::LIBSSH fmt::fmt mlrun_worker)
 
 if(TARGET mlrun_unit_tests)
   target_sources(mlrun_unit_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/ssh_test.cc)
