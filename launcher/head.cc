@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "launcher/ssh.h"
+#include "worker/log.h"
 #include "worker/net.h"
 #include "worker/network.h"
 #include "worker/output.h"
@@ -208,6 +209,10 @@ struct RemoteAgents::State {
         if (kind == 2) {
           a.ended = true;
           RemoteExit exit = a.command.wait();
+          log::debug("ssh {}: the agent of node {} ended: {}", a.host, a.node_rank,
+                     !exit.error.empty()    ? exit.error
+                     : !exit.signal.empty() ? "SIG" + exit.signal
+                                            : fmt::format("exit code {}", exit.exit_code));
           drain(a, buf, sizeof buf);
           if (!lost->closed()) {
             std::string why = !exit.error.empty() ? exit.error
@@ -284,6 +289,8 @@ void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
   state_->lost = std::make_unique<LossReports>(std::move(on_lost));  // Before the relay starts.
   for (std::size_t i = 0; i < agents.size() && i < state_->sessions.size(); ++i) {
     std::string host = state_->sessions[i].host();
+    log::debug("ssh {}: starting the agent of node {}: {}", host, agents[i].node_rank,
+               agents[i].command);
     state_->agents.push_back(State::Running{
         agents[i].node_rank, host,
         RemoteCommand::start(std::move(state_->sessions[i]), std::move(agents[i].command),
@@ -292,6 +299,8 @@ void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
         std::make_unique<StreamOutput>(StreamRoute{STDOUT_FILENO, "", -1, false}, 0),
         std::make_unique<StreamOutput>(StreamRoute{STDERR_FILENO, "", -1, false}, 0)});
   }
+  log::info("agents started on {} host{}", state_->agents.size(),
+            state_->agents.size() == 1 ? "" : "s");
   state_->sessions.clear();
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -313,7 +322,12 @@ void RemoteAgents::finish(std::chrono::milliseconds bound) {
     pollfd p{a.command.done_fd(), POLLIN, 0};
     poll(&p, 1, static_cast<int>(std::max<long>(0, left.count())));
   }
-  for (auto& a : state_->agents) a.command.stop();
+  for (auto& a : state_->agents) {
+    pollfd p{a.command.done_fd(), POLLIN, 0};
+    if (poll(&p, 1, 0) == 0)
+      log::debug("ssh {}: agent still running, closing the connection", a.host);
+    a.command.stop();
+  }
 }
 
 RemoteAgents::~RemoteAgents() {

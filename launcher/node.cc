@@ -22,6 +22,7 @@
 
 #include "launcher/signal_relay.h"
 #include "launcher/summary.h"
+#include "worker/log.h"
 #include "worker/net.h"
 
 namespace mlrun {
@@ -443,9 +444,15 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
       eo.last_call = job.last_call;
       eo.heartbeat_timeout = job.heartbeat_timeout;
       eo.timeout = job.join_timeout;
+      auto joining = std::chrono::steady_clock::now();
+      log::debug("joining an elastic round at {} as {}", job.endpoint, member);
       rdzv::ElasticAssignment ea = c.join_elastic(kElasticGroup, eo);
       const int g = ea.round;
       const rdzv::NodeAssignment a = ea.node;
+      log::info(
+          "round {}: ranks joined {}/{} ({} node{}) in {:.2f} s; this is node {}, ranks {}-{}", g,
+          a.world_size, a.world_size, a.nnodes, a.nnodes == 1 ? "" : "s", log::since(joining),
+          a.node_rank, a.rank_offset, a.rank_offset + job.nproc - 1);
       std::vector<WorkerSpec> specs = make_specs(c, g, a, spent);
       std::string round_note = fmt::format(
           "mlrun: round {}: {} node{} ({}), world size {}; this node ({}) is node {}, "
@@ -496,9 +503,17 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
       for (int g = 0;; ++g) {
         rdzv::ClientOptions options = client_options;
         options.generation = g;
+        auto joining = std::chrono::steady_clock::now();
+        log::debug("attempt {}: joining the rendezvous at {} with {} worker{}", g, job.endpoint,
+                   job.nproc, job.nproc == 1 ? "" : "s");
         rdzv::Client c = rdzv::Client::connect(job.endpoint, job.token, options);
         rdzv::NodeAssignment a =
             c.join_node(job.nnodes, job.nproc, job.node_rank, job.join_timeout);
+        // join_node returns once every node has joined: every rank of the attempt is known.
+        log::info(
+            "attempt {}: ranks joined {}/{} ({} node{}) in {:.2f} s; this is node {}, ranks {}-{}",
+            g, a.world_size, a.world_size, a.nnodes, a.nnodes == 1 ? "" : "s", log::since(joining),
+            a.node_rank, a.rank_offset, a.rank_offset + job.nproc - 1);
         std::vector<WorkerSpec> specs = make_specs(c, g, a, g);
         agent.post([&, g, a, specs = std::move(specs)](Supervisor& s) mutable {
           attempt = g;
@@ -513,6 +528,9 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
         }
         Verdict v = settle_attempt(c, g, a.nnodes);
         bool restart = v.failed && g < job.max_restarts;
+        log::info("attempt {}: {}{}", g,
+                  v.failed ? fmt::format("failed (exit code {})", v.code) : "every node succeeded",
+                  restart ? ", restarting" : "");
         agent.post([&verdict, v](Supervisor& s) {
           verdict = v;
           s.settle(v.failed, v.code);

@@ -35,6 +35,7 @@
 #include "worker/agent.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
+#include "worker/log.h"
 #include "worker/net.h"
 #include "worker/network.h"
 #include "worker/signals.h"
@@ -185,6 +186,9 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
 // host's workers (if it is listed) run in this process, every other host gets an agent over SSH.
 int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   const auto& nodes = plan.hosts.nodes;
+  const auto began = std::chrono::steady_clock::now();
+  log::info("job {}: {} nodes, world size {}, backend {}", plan.job_id, nodes.size(),
+            plan.world_size, plan.backend);
   // 1. A connection to every other host, all made at once before anything starts: every
   //    unreachable host is reported together and nothing runs.
   std::vector<HostEntry> remote_hosts;
@@ -222,6 +226,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     return 1;
   }
   std::string endpoint = make_endpoint(advertised, server->port());
+  log::info("rendezvous serving at {}", endpoint);
   // 3. An agent on every other host; its job and the token go on its stdin.
   const char* path = std::getenv("PATH");
   const char* ld_path = std::getenv("LD_LIBRARY_PATH");
@@ -243,15 +248,17 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     args.push_back("--");
     args.push_back(o.program);
     args.insert(args.end(), o.program_args.begin(), o.program_args.end());
-    nlohmann::json payload = {{"endpoint", endpoint},
-                              {"token", token},
-                              {"job_id", plan.job_id},
-                              {"nnodes", nodes.size()},
-                              {"node_rank", i},
-                              {"nproc", nodes[i].nproc},
-                              {"cwd", cwd},
-                              {"env", env},
-                              {"args", args}};
+    nlohmann::json payload = {
+        {"endpoint", endpoint},
+        {"token", token},
+        {"job_id", plan.job_id},
+        {"nnodes", nodes.size()},
+        {"node_rank", i},
+        {"nproc", nodes[i].nproc},
+        {"cwd", cwd},
+        {"env", env},
+        {"args", args},
+        {"log_level", spdlog::level::to_string_view(log::logger().level()).data()}};
     agents.push_back({static_cast<int>(i), fmt::format("exec {} agent", shell_quote(self_path())),
                       payload.dump() + "\n"});
   }
@@ -303,6 +310,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   }
   // 5. Every agent ends with the job, after stopping its workers (at most the grace period);
   //    close the connections of any that do not.
+  log::info("job over with exit code {} after {:.2f} s", code, log::since(began));
   auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   //    From here on a lost agent is no longer reported (finish() closes the reports first).
   if (remote) remote->finish(grace + std::chrono::seconds(10));
@@ -427,6 +435,11 @@ int agent_command(const std::vector<std::string>&) {
     for (const auto& [name, value] : j.at("env").items()) {
       setenv(name.c_str(), value.get<std::string>().c_str(), 1);
     }
+    // The head's level, whichever way it was chosen; the agent's lines reach the head's stderr
+    // through its relay, tagged with this host's name.
+    if (auto level = log::parse_level(j.value("log_level", std::string("warning")))) {
+      log::init(*level, host_name());
+    }
     std::string cwd = j.at("cwd").get<std::string>();
     if (chdir(cwd.c_str()) != 0) {
       fmt::print(stderr, "mlrun: warning: {}: cannot enter {} ({}); running in {}\n", host_name(),
@@ -436,6 +449,8 @@ int agent_command(const std::vector<std::string>&) {
     error(fmt::format("agent on {}: bad job description on stdin: {}", host_name(), e.what()));
     return 2;
   }
+  log::info("agent up: node {} of {}, {} worker{}, rendezvous at {}", job.node_rank, job.nnodes,
+            job.nproc, job.nproc == 1 ? "" : "s", job.endpoint);
   args.insert(args.begin(), fmt::format("--nproc_per_node={}", job.nproc));
   ParseResult parsed = parse_options(args);
   std::string rdzv_host;
@@ -471,6 +486,10 @@ int launch_command(const std::vector<std::string>& args) {
   }
   std::vector<std::string> errors;
   for (auto& e : parsed.errors) errors.push_back(std::move(e.message));
+  std::string level_error;
+  log::init(log::choose_level(parsed.options.log_level, parsed.options.verbose, &level_error),
+            host_name());
+  if (!level_error.empty()) errors.push_back(std::move(level_error));
   return launch(parsed.options, std::move(errors));
 }
 
@@ -490,6 +509,8 @@ constexpr Subcommand kSubcommands[] = {
 }  // namespace
 
 int mlrun_main(const std::vector<std::string>& args) {
+  // Subcommands take the level from the environment (an error there is the launch's to report).
+  log::init(log::choose_level("", 0, nullptr), host_name());
   if (!args.empty()) {
     for (const auto& sub : kSubcommands) {
       if (args[0] == sub.name) return sub.run({args.begin() + 1, args.end()});

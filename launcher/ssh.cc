@@ -24,6 +24,8 @@
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 
+#include "worker/log.h"
+
 namespace mlrun {
 namespace {
 
@@ -355,14 +357,22 @@ std::vector<std::variant<SshSession, SshError>> connect_all(const std::vector<Ss
                                                             const SshOptions& options) {
   std::vector<std::optional<std::variant<SshSession, SshError>>> slots(targets.size());
   std::atomic<size_t> next{0};
+  std::atomic<size_t> connected{0};
+  const auto start = std::chrono::steady_clock::now();
   auto work = [&] {
     for (size_t i = next++; i < targets.size(); i = next++) {
+      log::debug("ssh {}: connecting", targets[i].host);
       try {
         slots[i].emplace(SshSession::connect(targets[i], options));
+        log::info("hosts connected {}/{}: {} in {:.2f} s", ++connected, targets.size(),
+                  targets[i].host, log::since(start));
       } catch (const SshError& e) {
         slots[i].emplace(e);
       } catch (const std::exception& e) {
         slots[i].emplace(SshError(SshError::Kind::kConnect, targets[i].host, e.what()));
+      }
+      if (std::holds_alternative<SshError>(*slots[i])) {
+        log::debug("ssh {}: failed after {:.2f} s", targets[i].host, log::since(start));
       }
     }
   };

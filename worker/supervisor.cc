@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "worker/log.h"
+
 namespace mlrun {
 
 int exit_code_from_status(int wait_status) {
@@ -67,7 +69,10 @@ void Supervisor::spawn_all() {
       continue;
     }
     try {
+      auto started = std::chrono::steady_clock::now();
       SpawnedProcess p = spawner_.spawn(w.spec.request);
+      log::debug("attempt {}: spawned rank {} (local rank {}) as pid {} in {:.3f} s", attempt_,
+                 w.spec.rank, w.spec.local_rank, p.pid, log::since(started));
       w.pid = p.pid;
       ++running_;
       hooks_.on_spawned(w, p);
@@ -88,6 +93,8 @@ void Supervisor::stop_all(int sig) {
   for (auto& w : workers_) {
     if (w.end != WorkerEnd::kRunning) continue;
     w.signalled = true;
+    log::debug("attempt {}: signal {} ({}) to rank {}, process group {}", attempt_, sig,
+               sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", w.spec.rank, w.pid);
     spawner_.signal_group(w.pid, sig);
   }
   // The grace period runs from the first stop: a later abort or signal repeats its signal but
@@ -104,6 +111,8 @@ void Supervisor::on_exit(pid_t pid, int wait_status) {
     w.wait_status = wait_status;
     w.ended_at = hooks_.now();
     --running_;
+    log::debug("attempt {}: rank {} (pid {}) ended: {}; {} still running", attempt_, w.spec.rank,
+               pid, describe_status(wait_status), running_);
     if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) {
       w.end = WorkerEnd::kSucceeded;
     } else if (w.signalled) {
