@@ -68,77 +68,6 @@ std::string last_line(std::string_view s) {
 
 namespace {
 
-// A short command run to completion or to a deadline, its output captured.
-struct BoundedRun {
-  std::string error;  // Non-empty: it could not start.
-  bool timed_out = false;
-  int status = 0;  // waitpid's.
-  std::string out, err;
-};
-
-BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seconds) {
-  BoundedRun r;
-  auto spawner = make_posix_spawner();
-  SpawnedProcess p;
-  try {
-    p = spawner->spawn(SpawnRequest{argv, Environment::current().entries(), {}});
-  } catch (const SpawnError& e) {
-    r.error = e.what();
-    return r;
-  }
-  g_probe_child = p.pid;
-  auto deadline =
-      Clock::now() + std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000));
-  pollfd fds[2] = {{p.stdout_fd, POLLIN, 0}, {p.stderr_fd, POLLIN, 0}};
-  std::string* sinks[2] = {&r.out, &r.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      r.timed_out = true;
-      break;
-    }
-    int n = poll(fds, 2, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;  // Not expected; the exit is still awaited under the deadline below.
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        // A probe prints a line or two; a runaway one is cut, not buffered without bound.
-        if (sinks[i]->size() < 64 * 1024) sinks[i]->append(buf, static_cast<std::size_t>(got));
-      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) close(f.fd);
-  }
-  // The exit is awaited under the same deadline: a probe that closed its output may still hang.
-  while (!r.timed_out) {
-    pid_t done = waitpid(p.pid, &r.status, WNOHANG);
-    if (done == p.pid || (done < 0 && errno != EINTR)) break;
-    if (Clock::now() >= deadline) {
-      r.timed_out = true;
-      break;
-    }
-    usleep(5000);
-  }
-  if (r.timed_out) {
-    spawner->signal_group(p.pid, SIGKILL);
-    while (waitpid(p.pid, &r.status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  // Whatever the probe left behind in its group goes too.
-  spawner->signal_group(p.pid, SIGKILL);
-  g_probe_child = 0;
-  return r;
-}
-
 std::string path_env() {
   const char* path = std::getenv("PATH");
   return path ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -248,7 +177,7 @@ Component probe_mpi() {
   std::error_code ec;
   fs::path real = fs::canonical(mpirun, ec);
   c.path = ec || real == mpirun ? mpirun : fmt::format("{} -> {}", mpirun, real.string());
-  BoundedRun r = run_bounded({mpirun, "--version"}, kMpirunTimeoutSeconds);
+  BoundedRun r = run_bounded({mpirun, "--version"}, kMpirunTimeoutSeconds, &g_probe_child);
   if (!r.error.empty()) {
     c.note = r.error;
   } else if (r.timed_out) {
@@ -283,8 +212,9 @@ Component probe_torch(double timeout) {
     return c;
   }
   c.path = resolved;
-  BoundedRun r = run_bounded(
-      {resolved, "-c", "import sys, torch; sys.stdout.write(torch.__version__)"}, timeout);
+  BoundedRun r =
+      run_bounded({resolved, "-c", "import sys, torch; sys.stdout.write(torch.__version__)"},
+                  timeout, &g_probe_child);
   if (!r.error.empty()) {
     c.note = r.error;
   } else if (r.timed_out) {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "launcher/ssh.h"
+#include "transport/slurm_env.h"
 #include "worker/log.h"
 #include "worker/net.h"
 #include "worker/network.h"
@@ -29,7 +30,19 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
     plan.errors.push_back("--hostfile and -H both name the hosts: give one of them");
     return plan;
   }
-  list = !o.hostfile.empty() ? read_hostfile(o.hostfile) : parse_host_list(o.hosts);
+  // Inside an allocation with no hosts named, the allocation's nodes; --nnodes takes the first.
+  const bool allocation = o.launcher == "slurm" && o.hostfile.empty() && o.hosts.empty();
+  list = allocation            ? transport::allocation_hosts(transport::read_slurm_env())
+         : !o.hostfile.empty() ? read_hostfile(o.hostfile)
+                               : parse_host_list(o.hosts);
+  if (list.ok() && allocation && o.nnodes_max > 1) {
+    if (o.nnodes_max > static_cast<int>(list.hosts.size())) {
+      plan.errors.push_back(fmt::format("--nnodes={}: the allocation has {} node{}", o.nnodes_max,
+                                        list.hosts.size(), list.hosts.size() == 1 ? "" : "s"));
+      return plan;
+    }
+    list.hosts.resize(o.nnodes_max);
+  }
   if (list.ok()) list = apply_include_exclude(std::move(list.hosts), o.include, o.exclude);
   for (const auto& e : list.errors) plan.errors.push_back(format_error(e));
   if (!list.ok()) return plan;
@@ -46,9 +59,19 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
   }
   int total = 0;
   for (const auto& h : list.hosts) {
-    NodePlan n{h, per_node > 0 ? per_node : h.slots, is_local(h.host)};
+    // Slurm's nodes without a task count run as many workers as the agent finds GPUs (0 here).
+    int nproc = per_node > 0 ? per_node : allocation && !h.slots_given ? 0 : h.slots;
+    // Under Slurm every node, this one too, gets an agent through srun.
+    NodePlan n{h, nproc, o.launcher != "slurm" && is_local(h.host)};
     total += n.nproc;
     plan.nodes.push_back(std::move(n));
+  }
+  if (o.np > 0 && allocation && per_node == 0 && list.hosts.front().slots_given == false) {
+    plan.errors.push_back(fmt::format(
+        "-np {}: the allocation's nodes have no task count (allocate with --ntasks-per-node or "
+        "-n) and their GPUs are counted only on the nodes: give --nproc_per_node",
+        o.np));
+    return plan;
   }
   if (o.np > 0) {
     if (o.np > total) {

@@ -208,6 +208,7 @@ const std::vector<OptionSpec>& table() {
          o.exports.push_back(v);
        }},
       {{"--backend"}, true, one_of(&Options::backend, {"auto", "nccl", "gloo", "mpi"})},
+      {{"--launcher"}, true, one_of(&Options::launcher, {"auto", "local", "ssh", "slurm"})},
       {{"--iface"}, true, text(&Options::iface)},
       {{"--dry_run"}, false, flag(&Options::dry_run)},
       {{"--grace_period"}, true, seconds(&Options::grace_period)},
@@ -249,6 +250,7 @@ bool is_head_only(const OptionSpec* spec) {
                                                           "--exclude",
                                                           "-x",
                                                           "--dry_run",
+                                                          "--launcher",
                                                           "--stdin",
                                                           "--verbose",
                                                           "-vv",
@@ -471,6 +473,8 @@ mpirun / DeepSpeed options:
 mlrun options:
   --backend auto|nccl|gloo|mpi     communication backend (default auto)
   --iface NAME|auto                network interface for the backend (default auto)
+  --launcher auto|local|ssh|slurm  how nodes are reached (default auto: -H/--hostfile over SSH,
+                                   inside a Slurm allocation its nodes through srun)
   --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5)
   --stdin rank0|none               give this terminal or input to global rank 0 (default rank0)
   --dry-run                        print the plan and start nothing

@@ -62,6 +62,10 @@ struct Options {
   std::vector<std::string> exports;  ///< -x VAR or VAR=VALUE, in order.
 
   // mlrun's own.
+  /// --launcher auto|local|ssh|slurm: how the nodes are reached. choose_launcher
+  /// (transport/slurm_env.h) resolves auto before planning and says why in launcher_why.
+  std::string launcher = "auto";
+  std::string launcher_why;
   std::string backend = "auto";
   std::string iface = "auto";
   bool dry_run = false;

@@ -41,7 +41,7 @@ void error(std::string_view message) {
 }
 
 bool on_hosts(const Options& o) {
-  return !o.hostfile.empty() || !o.hosts.empty();
+  return !o.hostfile.empty() || !o.hosts.empty() || o.launcher == "slurm";
 }
 
 std::optional<std::string> choose_network(const Options& o, LaunchPlan& plan,
@@ -66,7 +66,9 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   if (on_hosts(o)) {
     plan.hosts = plan_hosts(o, is_local_host);
     errors.insert(errors.end(), plan.hosts.errors.begin(), plan.hosts.errors.end());
-    if (o.nnodes_max > 1 || o.node_rank > 0 || !o.rdzv_endpoint.empty()) {
+    // In an allocation --nnodes=N takes its first N nodes.
+    bool nnodes_allowed = o.launcher == "slurm" && o.hostfile.empty() && o.hosts.empty();
+    if ((o.nnodes_max > 1 && !nnodes_allowed) || o.node_rank > 0 || !o.rdzv_endpoint.empty()) {
       errors.push_back(
           "--hostfile/-H start every node from here: --nnodes, --node_rank and "
           "--rdzv_endpoint are for starting nodes one by one");
@@ -216,6 +218,7 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
   fmt::print("mlrun: dry run: 1 node, {} worker{}, world size {}, backend {}\n", plan.nproc,
              plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
   print_option_sources(o);
+  fmt::print("transport: local ({})\n", o.launcher_why);
   fmt::print("node {} ({}): ranks {}-{}, interface {}\n", o.node_rank, plan.hostname, g.rank_offset,
              g.rank_offset + plan.nproc - 1, plan.iface.reason);
   Environment empty;

@@ -32,6 +32,9 @@
 #include "launcher/plan.h"
 #include "launcher/signal_relay.h"
 #include "launcher/summary.h"
+#include "transport/slurm.h"
+#include "transport/slurm_env.h"
+#include "transport/ssh.h"
 #include "worker/agent.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
@@ -182,41 +185,85 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   return code;
 }
 
-// The job on every host of --hostfile / -H, from here: the rendezvous is served here, this
-// host's workers (if it is listed) run in this process, every other host gets an agent over SSH.
+// The transport to the nodes that get an agent (none when every node is this host).
+std::unique_ptr<transport::Transport> open_transport(const Options& o,
+                                                     const std::vector<transport::AgentNode>& nodes,
+                                                     std::chrono::milliseconds* grace) {
+  std::vector<std::string> errors;
+  std::unique_ptr<transport::Transport> t;
+  if (o.launcher == "slurm") {
+    transport::SlurmConfig config;
+    t = transport::make_slurm_transport(errors, &config);
+    // Each agent stops its workers before Slurm's own SIGKILL when Slurm stops the job.
+    *grace = transport::grace_within_kill_wait(*grace, config.kill_wait);
+  } else if (!nodes.empty()) {
+    t = transport::connect_ssh(nodes, std::chrono::seconds(10), errors);
+  }
+  for (const auto& e : errors) error(e);
+  return t;
+}
+
+// The agents' job: the same for every node but its rank and worker count.
+transport::AgentJob agent_job(const Options& o, const LaunchPlan& plan, const std::string& endpoint,
+                              int port, const std::string& token, std::chrono::milliseconds grace) {
+  transport::AgentJob job;
+  job.endpoint = endpoint;
+  job.port = port;
+  job.token = token;
+  job.job_id = plan.job_id;
+  job.nnodes = static_cast<int>(plan.hosts.nodes.size());
+  job.grace = grace;
+  job.log_level = spdlog::level::to_string_view(log::logger().level()).data();
+  std::error_code ec;
+  job.cwd = fs::current_path(ec).string();
+  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHON"}) {
+    if (const char* v = std::getenv(name)) job.env.emplace_back(name, v);
+  }
+  job.args = o.node_args;
+  for (const auto& [name, value] : plan.exports) {
+    job.args.push_back("-x");
+    job.args.push_back(name + "=" + value);
+  }
+  job.args.push_back("--");
+  job.args.push_back(o.program);
+  job.args.insert(job.args.end(), o.program_args.begin(), o.program_args.end());
+  return job;
+}
+
+// The job on every node of --hostfile / -H or of the Slurm allocation, from here: the
+// rendezvous is served here, this host's workers (if it is listed, over SSH) run in this process,
+// every other node gets an agent through the transport (SSH, or one srun step).
 int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   const auto& nodes = plan.hosts.nodes;
   const auto began = std::chrono::steady_clock::now();
   log::info("job {}: {} nodes, world size {}, backend {}", plan.job_id, nodes.size(),
             plan.world_size, plan.backend);
-  // 1. A connection to every other host, all made at once before anything starts: every
+  // 1. The transport to every node that gets an agent, made before anything starts: every
   //    unreachable host is reported together and nothing runs.
-  std::vector<HostEntry> remote_hosts;
-  for (const auto& n : nodes) {
-    if (!n.local) remote_hosts.push_back(n.host);
+  std::vector<transport::AgentNode> agent_nodes;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].local) continue;
+    const auto& h = nodes[i].host;
+    agent_nodes.push_back({static_cast<int>(i), h.host, h.user, h.port, nodes[i].nproc});
   }
-  std::vector<std::string> errors;
-  // Declared before the agents so that it is destroyed after them: ~RemoteAgents joins the relay
-  // thread, whose loss reports abort the job on this server (finish() has closed them by then).
+  auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
+  // Declared before the agents so that it is destroyed after them: the transport's end joins its
+  // threads, whose loss reports abort the job on this server (finish() has closed them by then).
   std::optional<rendezvous::Server> server;
-  std::unique_ptr<RemoteAgents> remote;
-  if (!remote_hosts.empty()) {
-    remote = RemoteAgents::connect(remote_hosts, std::chrono::seconds(10), errors);
-    for (const auto& e : errors) error(e);
-    if (!errors.empty()) return 1;
-  }
+  auto agents = open_transport(o, agent_nodes, &grace);
+  if (!agents && !agent_nodes.empty()) return 1;
   // A head that runs no workers takes SIGINT, SIGTERM and SIGHUP on a thread of its own, blocked
-  // in every other: from here on, before the rendezvous server's and the SSH pumps' threads start
-  // and inherit the block. (A thread that took one with its default action would end the head at
-  // once: no abort, no wait for the nodes to stop their workers.)
+  // in every other: from here on, before the rendezvous server's and the transport's threads
+  // start and inherit the block. (A thread that took one with its default action would end the
+  // head at once: no abort, no wait for the nodes to stop their workers.)
   auto local = std::find_if(nodes.begin(), nodes.end(), [](const NodePlan& n) { return n.local; });
   std::optional<HeadSignals> head_signals;
   if (local == nodes.end()) head_signals.emplace(plan.signals);
   // 2. The rendezvous, on every address; the nodes reach it at this host's address on their
-  //    route here (the one their SSH connection came in on).
-  std::string advertised = remote ? remote->local_address() : "127.0.0.1";
+  //    route here (SSH: the one their connection came in on; Slurm: the one srun ran at).
+  std::string advertised = agents ? agents->head_address() : "127.0.0.1";
   // This host's own workers talk to the others on the interface of that route.
-  if (remote && o.master_addr.empty()) choose_network(o, plan, advertised);
+  if (agents && !advertised.empty() && o.master_addr.empty()) choose_network(o, plan, advertised);
   std::string token = random_hex(16);
   try {
     server.emplace(
@@ -225,43 +272,10 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     error(fmt::format("cannot serve the rendezvous: {}", e.what()));
     return 1;
   }
-  std::string endpoint = make_endpoint(advertised, server->port());
-  log::info("rendezvous serving at {}", endpoint);
-  // 3. An agent on every other host; its job and the token go on its stdin.
-  const char* path = std::getenv("PATH");
-  const char* ld_path = std::getenv("LD_LIBRARY_PATH");
-  const char* python = std::getenv("PYTHON");
-  std::error_code ec;
-  std::string cwd = fs::current_path(ec).string();
-  std::vector<RemoteAgents::Agent> agents;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].local) continue;
-    nlohmann::json env = nlohmann::json::object();
-    if (path) env["PATH"] = path;
-    if (ld_path) env["LD_LIBRARY_PATH"] = ld_path;
-    if (python) env["PYTHON"] = python;
-    std::vector<std::string> args = o.node_args;
-    for (const auto& [name, value] : plan.exports) {
-      args.push_back("-x");
-      args.push_back(name + "=" + value);
-    }
-    args.push_back("--");
-    args.push_back(o.program);
-    args.insert(args.end(), o.program_args.begin(), o.program_args.end());
-    nlohmann::json payload = {
-        {"endpoint", endpoint},
-        {"token", token},
-        {"job_id", plan.job_id},
-        {"nnodes", nodes.size()},
-        {"node_rank", i},
-        {"nproc", nodes[i].nproc},
-        {"cwd", cwd},
-        {"env", env},
-        {"args", args},
-        {"log_level", spdlog::level::to_string_view(log::logger().level()).data()}};
-    agents.push_back({static_cast<int>(i), fmt::format("exec {} agent", shell_quote(self_path())),
-                      payload.dump() + "\n"});
-  }
+  std::string endpoint = advertised.empty() ? "" : make_endpoint(advertised, server->port());
+  log::info("rendezvous serving at {}",
+            endpoint.empty() ? fmt::format("port {}", server->port()) : endpoint);
+  // 3. An agent on every other node.
   rendezvous::Server* served = &*server;
   if (head_signals) {
     head_signals->on_interrupt([served](const std::string& reason) { served->abort(reason); });
@@ -284,11 +298,12 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
           }
         });
   }
-  if (remote) {
-    remote->start(std::move(agents),
-                  [served](int node, const std::string& host, const std::string& why) {
-                    served->abort(fmt::format("node {} ({}) lost: {}", node, host, why));
-                  });
+  if (agents) {
+    agents->start(
+        agent_job(o, plan, endpoint, server->port(), token, grace), agent_nodes,
+        [served](int node, const std::string& host, const std::string& why) {
+          served->abort(node < 0 ? why : fmt::format("node {} ({}) lost: {}", node, host, why));
+        });
   }
   // 4. This host's workers, or, when it is not listed, a watch over the others'.
   int code;
@@ -305,15 +320,14 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     job.watch_signals = true;
     code = run_this_node(o, plan, job, lifeline, -1);
   } else {
-    code = watch_job(endpoint, token, plan.job_id, static_cast<int>(nodes.size()), o.max_restarts,
-                     *head_signals);
+    code =
+        watch_job(endpoint.empty() ? make_endpoint("127.0.0.1", server->port()) : endpoint, token,
+                  plan.job_id, static_cast<int>(nodes.size()), o.max_restarts, *head_signals);
   }
   // 5. Every agent ends with the job, after stopping its workers (at most the grace period);
-  //    close the connections of any that do not.
+  //    the transport stops any that do not.
   log::info("job over with exit code {} after {:.2f} s", code, log::since(began));
-  auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
-  //    From here on a lost agent is no longer reported (finish() closes the reports first).
-  if (remote) remote->finish(grace + std::chrono::seconds(10));
+  if (agents) agents->finish(grace + std::chrono::seconds(10));
   // The server is destroyed before the signals' thread ends: a late signal must not reach it.
   if (head_signals) {
     head_signals->on_interrupt(nullptr);
@@ -323,15 +337,27 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
 }
 
 void print_host_plan(const Options& o, const LaunchPlan& plan) {
+  const bool slurm = o.launcher == "slurm";
+  bool counted = true;  // Every node's worker count is known here (not its GPUs, under Slurm).
+  for (const auto& n : plan.hosts.nodes) counted = counted && n.nproc > 0;
   fmt::print("mlrun: dry run: {} nodes, world size {}, backend {}\n", plan.hosts.nodes.size(),
-             plan.world_size, plan.backend);
+             counted ? fmt::to_string(plan.world_size) : "from each node's GPUs", plan.backend);
   print_option_sources(o);
+  fmt::print("transport: {} ({})\n", o.launcher, o.launcher_why);
   int offset = 0;
   for (std::size_t i = 0; i < plan.hosts.nodes.size(); ++i) {
     const auto& n = plan.hosts.nodes[i];
-    fmt::print("node {} ({}{}): ranks {}-{}, {}\n", i, n.host.user.empty() ? "" : n.host.user + "@",
-               n.host.host, offset, offset + n.nproc - 1,
-               n.local ? "this host, no SSH" : "agent over SSH");
+    std::string how = slurm     ? "agent through srun"
+                      : n.local ? "this host, no SSH"
+                                : "agent over SSH";
+    std::string host = (n.host.user.empty() ? "" : n.host.user + "@") + n.host.host;
+    if (!counted) {
+      fmt::print("node {} ({}): {}, {}\n", i, host,
+                 n.nproc > 0 ? fmt::format("{} workers", n.nproc) : "one worker per GPU (else 1)",
+                 how);
+      continue;
+    }
+    fmt::print("node {} ({}): ranks {}-{}, {}\n", i, host, offset, offset + n.nproc - 1, how);
     offset += n.nproc;
   }
   fmt::print("  command: {}\n", shell_words(plan.argv));
@@ -407,30 +433,71 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   return run_this_node(o, plan, job, lifeline, -1);
 }
 
-// `mlrun agent`: one node of a job started by a head over SSH. Its job arrives on stdin (one
-// JSON line: rendezvous endpoint and token, node rank, worker count, the head's options,
-// environment and directory), and stdin stays open: its end means the head is gone.
-int agent_command(const std::vector<std::string>&) {
+// An SSH agent's job: one JSON line on stdin, read byte by byte, since nothing past it may be
+// consumed: stdin stays open as the head's lifeline.
+std::string read_job_line() {
   std::string line;
   char c;
-  // Byte by byte: nothing past the job's line may be consumed, since stdin is the lifeline.
   while (line.size() < (1u << 20)) {
     ssize_t n = read(STDIN_FILENO, &c, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || c == '\n') break;
     line += c;
   }
+  return line;
+}
+
+// A Slurm agent's place in the job: its node among the job's nodes (by the name slurmd runs as),
+// and the head's rendezvous at the address srun ran at.
+void place_slurm_agent(const nlohmann::json& j, NodeJob& job) {
+  const char* name = std::getenv("SLURMD_NODENAME");
+  const char* head = std::getenv("SLURM_LAUNCH_NODE_IPADDR");
+  if (name == nullptr || head == nullptr) {
+    throw std::runtime_error(
+        "SLURMD_NODENAME or SLURM_LAUNCH_NODE_IPADDR is not set: not a task "
+        "of an srun step");
+  }
+  const auto& nodes = j.at("nodes");
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].at("host").get<std::string>() == name) {
+      job.node_rank = static_cast<int>(i);
+      job.nproc = nodes[i].at("nproc").get<int>();
+    }
+  }
+  if (job.node_rank < 0) throw std::runtime_error(fmt::format("{} is not a node of the job", name));
+  job.endpoint = make_endpoint(head, j.at("port").get<int>());
+  const char* token = std::getenv("MLRUN_RDZV_TOKEN");
+  job.token = token != nullptr ? token : "";
+}
+
+// `mlrun agent`: one node of a job started by a head. Over SSH its job arrives on stdin (one JSON
+// line: rendezvous endpoint and token, node rank, worker count, the head's options, environment
+// and directory), and stdin stays open: its end means the head is gone. Through srun
+// (transport/slurm.h) the job is in MLRUN_AGENT_JOB and the token in MLRUN_RDZV_TOKEN; the head's
+// end reaches the agent as the end of the step, or of its rendezvous connection.
+int agent_command(const std::vector<std::string>&) {
+  const char* from_env = std::getenv("MLRUN_AGENT_JOB");
+  const bool slurm = from_env != nullptr;
+  std::string line = slurm ? std::string(from_env) : read_job_line();
+  // The workers inherit this environment: the job's description is not theirs.
+  unsetenv("MLRUN_AGENT_JOB");
   nlohmann::json j;
   std::vector<std::string> args;
   NodeJob job;
+  long grace_ms = 0;
   try {
     j = nlohmann::json::parse(line);
-    job.endpoint = j.at("endpoint").get<std::string>();
-    job.token = j.at("token").get<std::string>();
+    if (slurm) {
+      place_slurm_agent(j, job);
+    } else {
+      job.endpoint = j.at("endpoint").get<std::string>();
+      job.token = j.at("token").get<std::string>();
+      job.node_rank = j.at("node_rank").get<int>();
+      job.nproc = j.at("nproc").get<int>();
+    }
     job.job_id = j.at("job_id").get<std::string>();
     job.nnodes = j.at("nnodes").get<int>();
-    job.node_rank = j.at("node_rank").get<int>();
-    job.nproc = j.at("nproc").get<int>();
+    grace_ms = j.value("grace_ms", 0L);
     args = j.at("args").get<std::vector<std::string>>();
     for (const auto& [name, value] : j.at("env").items()) {
       setenv(name.c_str(), value.get<std::string>().c_str(), 1);
@@ -446,13 +513,18 @@ int agent_command(const std::vector<std::string>&) {
                  cwd, std::strerror(errno), getenv("HOME") ? getenv("HOME") : "/");
     }
   } catch (const std::exception& e) {
-    error(fmt::format("agent on {}: bad job description on stdin: {}", host_name(), e.what()));
+    error(fmt::format("agent on {}: bad job description{}: {}", host_name(),
+                      slurm ? " in MLRUN_AGENT_JOB" : " on stdin", e.what()));
     return 2;
   }
+  // A node without a given worker count runs one worker per GPU it sees (inside a Slurm step:
+  // the job's GPUs on this node), else one.
+  if (job.nproc == 0) job.nproc = std::max(1, count_gpus());
   log::info("agent up: node {} of {}, {} worker{}, rendezvous at {}", job.node_rank, job.nnodes,
             job.nproc, job.nproc == 1 ? "" : "s", job.endpoint);
   args.insert(args.begin(), fmt::format("--nproc_per_node={}", job.nproc));
   ParseResult parsed = parse_options(args);
+  if (grace_ms > 0) parsed.options.grace_period = static_cast<double>(grace_ms) / 1000;
   std::string rdzv_host;
   int rdzv_port;
   split_endpoint(job.endpoint, rdzv_host, rdzv_port);
@@ -470,7 +542,11 @@ int agent_command(const std::vector<std::string>&) {
   // The head's forwarded signals come through the rendezvous. One this agent gets itself (Slurm
   // signals every task) goes to its own workers only: the head passes on what it gets.
   job.watch_signals = true;
-  return run_this_node(parsed.options, plan, job, lifeline, STDIN_FILENO);
+  int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO);
+  // Through srun, an agent's non-zero exit makes Slurm kill every other agent at once
+  // (--kill-on-bad-exit), before they have stopped their workers: the job's result travels
+  // through the rendezvous, and a non-zero exit is left to an agent that could not take part.
+  return slurm ? 0 : code;
 }
 
 int launch_command(const std::vector<std::string>& args) {
@@ -490,6 +566,11 @@ int launch_command(const std::vector<std::string>& args) {
   log::init(log::choose_level(parsed.options.log_level, parsed.options.verbose, &level_error),
             host_name());
   if (!level_error.empty()) errors.push_back(std::move(level_error));
+  // Where the nodes come from: the command line, a Slurm allocation or step, or this host.
+  for (auto& e : transport::choose_launcher(parsed.options, transport::read_slurm_env(),
+                                            transport::resolve_node)) {
+    errors.push_back(std::move(e));
+  }
   return launch(parsed.options, std::move(errors));
 }
 

@@ -1,17 +1,22 @@
 #include "worker/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "worker/env.h"
 
 namespace mlrun {
 namespace {
@@ -40,12 +45,12 @@ std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
 // Everything the child runs between fork and exec is async-signal-safe: it may be a copy of a
 // multi-threaded process holding locks.
 [[noreturn]] void exec_child(pid_t parent, const Pipe& out, const Pipe& err, int stdin_fd,
-                             const char* cwd, char* const* argv, char* const* envp,
-                             const char* failure_prefix) {
+                             int death_signal, const char* cwd, char* const* argv,
+                             char* const* envp, const char* failure_prefix) {
   setpgid(0, 0);
   // Die with the launcher; if it already died between fork and here, the signal will never
   // come, so check the parent afterwards.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  prctl(PR_SET_PDEATHSIG, death_signal);
   if (getppid() != parent) _exit(127);
   // dup2 onto itself (stdin_fd 0) changes nothing, so clear close-on-exec by hand.
   if (stdin_fd == STDIN_FILENO) {
@@ -113,8 +118,8 @@ class PosixSpawner final : public ProcessSpawner {
     pid_t pid = fork();
     if (pid == 0) {
       exec_child(parent, out, err, request.stdin_fd >= 0 ? request.stdin_fd : devnull_,
-                 request.cwd.empty() ? nullptr : request.cwd.c_str(), argv.data(), envp.data(),
-                 failure_prefix.c_str());
+                 request.death_signal, request.cwd.empty() ? nullptr : request.cwd.c_str(),
+                 argv.data(), envp.data(), failure_prefix.c_str());
     }
     int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -193,6 +198,71 @@ std::string resolve_program(const std::string& program, const std::string& path_
     rest.remove_prefix(colon + 1);
   }
   throw SpawnError(fmt::format("{}: command not found in PATH", program));
+}
+
+BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seconds,
+                       std::atomic<pid_t>* running) {
+  BoundedRun r;
+  auto spawner = make_posix_spawner();
+  SpawnedProcess p;
+  try {
+    p = spawner->spawn(SpawnRequest{argv, Environment::current().entries(), {}});
+  } catch (const SpawnError& e) {
+    r.error = e.what();
+    return r;
+  }
+  if (running != nullptr) *running = p.pid;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000));
+  pollfd fds[2] = {{p.stdout_fd, POLLIN, 0}, {p.stderr_fd, POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    int n = poll(fds, 2, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;  // Not expected; the exit is still awaited under the deadline below.
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        // A probe prints a line or two; a runaway one is cut, not buffered without bound.
+        if (sinks[i]->size() < 64 * 1024) sinks[i]->append(buf, static_cast<std::size_t>(got));
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) close(f.fd);
+  }
+  // The exit is awaited under the same deadline: a probe that closed its output may still hang.
+  while (!r.timed_out) {
+    pid_t done = waitpid(p.pid, &r.status, WNOHANG);
+    if (done == p.pid || (done < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      r.timed_out = true;
+      break;
+    }
+    usleep(5000);
+  }
+  if (r.timed_out) {
+    spawner->signal_group(p.pid, SIGKILL);
+    while (waitpid(p.pid, &r.status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  // Whatever the probe left behind in its group goes too.
+  spawner->signal_group(p.pid, SIGKILL);
+  if (running != nullptr) *running = 0;
+  return r;
 }
 
 }  // namespace mlrun

@@ -3,8 +3,10 @@
 // with a fake and never fork in unit tests.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -21,6 +23,9 @@ struct SpawnRequest {
   /// The child's stdin: -1 reads /dev/null, else this descriptor of the caller's (duplicated in
   /// the child, left open here). Agent replaces a terminal with a pipe it feeds (worker/stdin.h).
   int stdin_fd = -1;
+  /// The signal the child gets when the spawning thread ends (PR_SET_PDEATHSIG). SIGTERM for
+  /// srun, which turns it into the end of its step; SIGKILL would leave the step running.
+  int death_signal = SIGKILL;
 };
 
 /// A started process. stdout_fd and stderr_fd are the read ends of its output pipes,
@@ -41,8 +46,8 @@ class ProcessSpawner {
  public:
   virtual ~ProcessSpawner() = default;
   /// Starts a process that leads its own process group, dies with this thread's process
-  /// (PR_SET_PDEATHSIG), reads request.stdin_fd (/dev/null by default) and writes into two fresh
-  /// pipes. Throws SpawnError.
+  /// (PR_SET_PDEATHSIG, request.death_signal), reads request.stdin_fd (/dev/null by default) and
+  /// writes into two fresh pipes. Throws SpawnError.
   virtual SpawnedProcess spawn(const SpawnRequest& request) = 0;
   /// Sends sig to every process of the group led by pgid. A group that is gone is not an error.
   virtual void signal_group(pid_t pgid, int sig) = 0;
@@ -63,5 +68,20 @@ void close_descriptors_from(int first);
 /// Finds program the way execvp would (a name with a slash is taken as a path). Throws
 /// SpawnError naming the program when it is missing, not a regular file or not executable.
 std::string resolve_program(const std::string& program, const std::string& path_env);
+
+/// A short command run to completion or to a deadline, its output captured (64 KiB of each
+/// stream at most).
+struct BoundedRun {
+  std::string error;  ///< Non-empty: it could not start.
+  bool timed_out = false;
+  int status = 0;  ///< waitpid's.
+  std::string out, err;
+};
+
+/// Runs argv (argv[0] resolved) in its own process group with this process's environment, up to
+/// timeout_seconds; then SIGKILLs its group. *running, when given, holds its pid while it runs
+/// (for a lifeline that must kill it on the way out).
+BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seconds,
+                       std::atomic<pid_t>* running = nullptr);
 
 }  // namespace mlrun

@@ -42,18 +42,8 @@ fail() {
   exit 1
 }
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# wait_until SECONDS COMMAND...: polls COMMAND every 50 ms; false if it never succeeded.
-wait_until() {
-  local deadline=$(($(now_ms) + $1 * 1000))
-  shift
-  while true; do
-    "$@" && return 0
-    [ "$(now_ms)" -ge "$deadline" ] && return 1
-    sleep 0.05
-  done
-}
+# now_ms, wait_until.
+source "$(dirname "${BASH_SOURCE[0]}")/../job_lib.sh"
 
 no_marker_left() { [ -z "$(marker_pids)" ]; }
 

@@ -9,6 +9,7 @@
 # the marker or whose cwd is under $T. The PID space is shared, so one scan of /proc sees every
 # host; job_pids_on I narrows it to host I's network namespace.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../job_lib.sh"
 
 MLRUN=${MLRUN:-}
 [ -n "$MLRUN" ] && [ -x "$MLRUN" ] || fail "MLRUN must name the built mlrun binary"
@@ -26,8 +27,6 @@ unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE RO
   ROLE_WORLD_SIZE ROLE_NAME MASTER_ADDR MASTER_PORT OMP_NUM_THREADS TORCHELASTIC_RESTART_COUNT \
   TORCHELASTIC_MAX_RESTARTS TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE \
   TORCHELASTIC_ERROR_FILE MLRUN_JOB_ID MLRUN_BACKEND MLRUN_RDZV_ENDPOINT MLRUN_RDZV_TOKEN
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # random_port: the rendezvous port of nodes started by hand.
 random_port() { echo $((20000 + (RANDOM * 7 + $$) % 20000)); }
@@ -67,30 +66,6 @@ need_torch() {
   export PYTHON
 }
 
-# wait_until SECONDS COMMAND...: polls COMMAND every 50 ms; false if it never succeeded.
-wait_until() {
-  local deadline=$(($(now_ms) + $1 * 1000))
-  shift
-  while true; do
-    "$@" && return 0
-    [ "$(now_ms)" -ge "$deadline" ] && return 1
-    sleep 0.05
-  done
-}
-
-# job_pids: every process of this test's job on any host (argv has the marker, or cwd under $T).
-job_pids() {
-  {
-    pgrep -f -- "$MARKER" || true
-    find /proc -mindepth 2 -maxdepth 2 -name cwd \( -lname "$T" -o -lname "$T/*" \) 2>/dev/null |
-      cut -d/ -f3
-  } | sort -un | while read -r p; do
-    # Not this test's own shells (their argv is the test script's).
-    if [ "$p" != $$ ] && [ -e "/proc/$p" ]; then echo "$p"; fi
-  done
-  true
-}
-
 # agent_pids: the `mlrun agent` processes of this job (an agent and its lifeline fork).
 agent_pids() {
   local p
@@ -124,8 +99,6 @@ describe_pids() {
     echo "  pid $p on $(host_of_pid "$p"): $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-160) (cwd $(readlink "/proc/$p/cwd" 2>/dev/null))"
   done
 }
-
-no_job_left() { [ -z "$(job_pids)" ]; }
 
 # assert_no_job_left [SECONDS]: nothing of the job on any host (head and hosts) within a bound.
 assert_no_job_left() {

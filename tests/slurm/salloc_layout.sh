@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# mlrun with no host flags inside `salloc -N3`: the allocation's nodes in SLURM_JOB_NODELIST
+# order, 2 workers each (--nproc_per_node), ranks 0-1 on sn01, 2-3 on sn02, 4-5 on sn03, every
+# worker's MASTER_ADDR node 0's address; --dry-run names the transport and why.
+source "$(dirname "$0")/lib.sh"
+cat >"$T/where.sh" <<'SH'
+echo "rank $RANK of $WORLD_SIZE on $(hostname) local $LOCAL_RANK node $GROUP_RANK master $MASTER_ADDR"
+SH
+in_t salloc -N3 -J "$MARKER" -Q timeout 60 "$MLRUN" --dry-run --nproc_per_node=2 sh "$T/where.sh" \
+  >"$T/dry" 2>&1 || fail "dry run failed: $(cat "$T/dry")"
+expect_grep "$T/dry" '^transport: slurm \(inside Slurm allocation [0-9]+ \(SLURM_JOB_ID\) with no --hostfile/-H'
+expect_grep "$T/dry" '^node 1 \(sn02\): ranks 2-3, agent through srun$'
+rc=0
+in_t salloc -N3 -J "$MARKER" -Q timeout 120 "$MLRUN" --nproc_per_node=2 sh "$T/where.sh" \
+  >"$T/out" 2>&1 || rc=$?
+[ $rc -eq 0 ] || fail "mlrun exited $rc: $(cat "$T/out")"
+for r in 0 1 2 3 4 5; do
+  node=$((r / 2 + 1))
+  expect_grep "$T/out" "^\[$r\] rank $r of 6 on sn0$node local $((r % 2)) node $((node - 1)) master 10\.78\.0\.11$"
+done
+[ "$(grep -c ' rank ' "$T/out")" -eq 6 ] || fail "not 6 workers: $(cat "$T/out")"
+assert_no_job_left 15
+echo "ok: 6 ranks on sn01..sn03 as the allocation says"
