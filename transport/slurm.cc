@@ -59,13 +59,18 @@ class SlurmTransport : public Transport {
       process_ = spawner->spawn(request);
     } catch (const SpawnError& e) {
       ended_ = true;
-      if (on_lost_) on_lost_(-1, "", fmt::format("cannot start srun: {}", e.what()));
+      report(-1, "", fmt::format("cannot start srun: {}", e.what()));
       return;
     }
     watch_ = std::thread([this] { watch(); });
   }
 
   void finish(std::chrono::milliseconds bound) override {
+    {
+      // From here on no loss is reported: the job is over, and its server may be on its way out.
+      std::lock_guard lock(report_mutex_);
+      closed_ = true;
+    }
     over_ = true;
     cv_.notify_all();
     if (!watch_.joinable()) return;
@@ -93,14 +98,22 @@ class SlurmTransport : public Transport {
     } else if (line.rfind("srun: error: ", 0) == 0 && line.find(": task ") != std::string::npos) {
       host = line.substr(13, line.find(':', 13) - 13);
     }
-    if (host.empty() || over_ || reported_.exchange(true)) return;
+    if (host.empty()) return;
     for (const auto& n : nodes_) {
       if (n.host == host) {
-        if (on_lost_) on_lost_(n.node_rank, host, line.substr(line.find(host) + host.size() + 2));
+        report(n.node_rank, host, line.substr(line.find(host) + host.size() + 2));
         return;
       }
     }
-    reported_ = false;
+  }
+
+  // The first loss, unless the job is over: the report and finish() are serialised, so a report
+  // never reaches a server that finish()'s caller is about to destroy.
+  void report(int node, const std::string& host, const std::string& why) {
+    std::lock_guard lock(report_mutex_);
+    if (closed_ || reported_ || !on_lost_) return;
+    reported_ = true;
+    on_lost_(node, host, why);
   }
 
   void watch() {
@@ -147,7 +160,7 @@ class SlurmTransport : public Transport {
     std::unique_lock lock(mutex_);
     if (cv_.wait_for(lock, kLostGrace, [this] { return over_.load(); })) return;
     lock.unlock();
-    if (!reported_.exchange(true) && on_lost_) on_lost_(-1, "", why);
+    report(-1, "", why);
   }
 
   std::string srun_;
@@ -159,7 +172,9 @@ class SlurmTransport : public Transport {
   std::condition_variable cv_;
   std::atomic<bool> over_{false};
   std::atomic<bool> ended_{false};
-  std::atomic<bool> reported_{false};
+  std::mutex report_mutex_;
+  bool closed_ = false;    // Under report_mutex_.
+  bool reported_ = false;  // Under report_mutex_.
 };
 
 }  // namespace
