@@ -1,5 +1,5 @@
-// Hostfiles and host lists in every common dialect, parsed into one list of hosts (DESIGN §3,
-// issue 4 item 3). The grammar, the dialect decisions and every error are in docs/hostfiles.md.
+// Hostfiles and host lists in every common dialect, parsed into one list of hosts (docs/design.md
+// §3, issue 4 item 3). The grammar, the dialect decisions and every error are in docs/hostfiles.md.
 //
 // Every function here is pure except read_hostfile, which reads one file. Nothing here resolves
 // names, connects anywhere or exits: the launcher turns the result into a plan.

@@ -1,4 +1,4 @@
-// From PROGRAM [ARGS...] to the argv every worker runs (DESIGN §3).
+// From PROGRAM [ARGS...] to the argv every worker runs (docs/design.md §3).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// `mlrun doctor` (DESIGN §7): what this machine has for distributed training, and what mlrun
-// would choose and set here, and why. The probes (device files, dlopen, mpirun --version, a
+// `mlrun doctor` (docs/design.md §7): what this machine has for distributed training, and what
+// mlrun would choose and set here, and why. The probes (device files, dlopen, mpirun --version, a
 // bounded python start) fill a plain report; formatting it as text or JSON is pure and
 // unit-tested. The report holds one section per host: with --hostfile / -H, doctor connects to
 // every host at once over SSH, runs `mlrun doctor --json --connect-test HEAD:PORT` there against

@@ -43,7 +43,7 @@ namespace {
 // The command that makes one host's half of the report: `mlrun doctor --json --connect-test ...`
 // there, toward this host's address on the connection, with the rendezvous port to try.
 std::string remote_probe_command(const DoctorOptions& o, const std::string& address, int port) {
-  // The job's workers get this host's PATH, LD_LIBRARY_PATH and PYTHON (DESIGN §6), so the
+  // The job's workers get this host's PATH, LD_LIBRARY_PATH and PYTHON (docs/design.md §6), so the
   // probe there runs with them too: it then finds what the job would find.
   std::string command = "exec env";
   for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHON"}) {

@@ -1,7 +1,7 @@
-// --backend mpi (DESIGN §6): the job runs through Open MPI's mpirun, so an MPI program gets a
-// real MPI world of the planned size. A rank started without mpirun is a singleton world of
-// size 1 whatever variables it is given, so mlrun delegates the launch to mpirun: a generated
-// hostfile, -np WORLD, and -x NAME for every variable mlrun sets, the way horovodrun does.
+// --backend mpi (docs/design.md §6): the job runs through Open MPI's mpirun, so an MPI program gets
+// a real MPI world of the planned size. A rank started without mpirun is a singleton world of size
+// 1 whatever variables it is given, so mlrun delegates the launch to mpirun: a generated hostfile,
+// -np WORLD, and -x NAME for every variable mlrun sets, the way horovodrun does.
 //
 // Everything here is pure except write_mpi_hostfile: the command is built from the plan and
 // unit-tested without running mpirun.
@@ -32,9 +32,9 @@ struct MpiJob {
   std::vector<std::pair<std::string, std::string>> overrides;
   /// Set only where base_env has no value (backend and network defaults: the user wins).
   std::vector<std::pair<std::string, std::string>> defaults;
-  /// Exported as they are in base_env when set there: DESIGN §6 carries the launching node's
-  /// PATH and LD_LIBRARY_PATH to every remote rank (an MPI install outside the default paths is
-  /// otherwise not found on remote nodes).
+  /// Exported as they are in base_env when set there: docs/design.md §6 carries the launching
+  /// node's PATH and LD_LIBRARY_PATH to every remote rank (an MPI install outside the default paths
+  /// is otherwise not found on remote nodes).
   std::vector<std::string> inherit = {"PATH", "LD_LIBRARY_PATH"};
   std::string mpirun = "mpirun";  ///< The mpirun to run (a resolved path, preferably).
   std::string hostfile_dir;       ///< Where the generated hostfile goes.
@@ -53,8 +53,8 @@ struct MpiCommand {
 /// Builds the mpirun command line for job:
 ///   mpirun [--allow-run-as-root] --hostfile H -np WORLD --map-by slot --bind-to none
 ///          [--oversubscribe] --tag-output [--prefix P] -x NAME ... -- PROGRAM ARGS...
-/// Ranks fill the hosts in order (--map-by slot), as DESIGN §4 lays them out. Binding is off:
-/// mlrun's workers (PyTorch, data loaders) start their own threads, and Open MPI's default
+/// Ranks fill the hosts in order (--map-by slot), as docs/design.md §4 lays them out. Binding is
+/// off: mlrun's workers (PyTorch, data loaders) start their own threads, and Open MPI's default
 /// binding with np > 2 pins each rank to one socket or core. --oversubscribe when a host runs
 /// more ranks than its known cores: with slots= given Open MPI 4.1 already runs that many, and
 /// the flag keeps its core-count checks from refusing the plan. Values reach the ranks through

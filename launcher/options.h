@@ -1,4 +1,4 @@
-// The command line, parsed once into a plain struct (DESIGN §3). Every user error of the
+// The command line, parsed once into a plain struct (docs/design.md §3). Every user error of the
 // command line is collected, so that all of them are reported together before anything runs.
 #pragma once
 

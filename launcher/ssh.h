@@ -1,5 +1,5 @@
-// SSH to the job's hosts (DESIGN §7): libssh with the user's ~/.ssh/config, agent and keys, a
-// connect timeout, never a prompt, and host keys checked against known_hosts with a per-host
+// SSH to the job's hosts (docs/design.md §7): libssh with the user's ~/.ssh/config, agent and keys,
+// a connect timeout, never a prompt, and host keys checked against known_hosts with a per-host
 // error that names the fix. libssh's own logging never reaches stderr.
 //
 // The head's event loop sees a remote command only through file descriptors: RemoteCommand owns a

@@ -1,4 +1,4 @@
-// The one summary a failed job prints (DESIGN §7): the first failure with its last stderr
+// The one summary a failed job prints (docs/design.md §7): the first failure with its last stderr
 // lines, then the other failures, then the workers mlrun stopped.
 #pragma once
 

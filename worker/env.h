@@ -1,4 +1,4 @@
-// The environment of one worker: torchrun's variables with torchrun's meaning (DESIGN §4),
+// The environment of one worker: torchrun's variables with torchrun's meaning (docs/design.md §4),
 // mlrun's own, and whatever the user exported, over the launcher's environment.
 #pragma once
 

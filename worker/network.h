@@ -1,6 +1,6 @@
 // Which network interface the backend should use on this node, and the variables that say so
-// (DESIGN §6). The choice is a pure function of the interface list, so it is unit-tested with
-// made-up machines; list_interfaces() reads the real one.
+// (docs/design.md §6). The choice is a pure function of the interface list, so it is unit-tested
+// with made-up machines; list_interfaces() reads the real one.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-# The worker environment (DESIGN §4) with torchrun's values, for --nproc_per_node=4.
+# The worker environment (docs/design.md §4) with torchrun's values, for --nproc_per_node=4.
 source "$(dirname "$0")/common.sh"
 
 write_worker dump.sh '

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The multi-host test cluster (DESIGN §8): N hosts on this machine, each a network namespace on
-# one bridge with its own address, hostname and a real OpenSSH sshd, reached with keys made here.
+# The multi-host test cluster (docs/design.md §8): N hosts on this machine, each a network
+# namespace on one bridge with its own address, hostname and a real OpenSSH sshd, reached with
+# keys made here.
 #
 #   cluster.sh up N          make host1..hostN (idempotent; re-run after a crash is safe)
 #   cluster.sh down          kill every process in the hosts, remove namespaces, bridge, state

@@ -30,7 +30,7 @@ for h in host1 host2; do
   [ "$g0" = "$g1" ] || fail "$h was node $g0 in round 0 and node $g1 in round 1"
 done
 grep -q 'host=host3 round=1 group=2 ' "$T/seen" || fail "host3 is not node 2 in round 1"
-# Ranks of round 1 are contiguous per node (DESIGN §4).
+# Ranks of round 1 are contiguous per node (docs/design.md §4).
 for g in 0 1 2; do
   r=$(grep "round=1 group=$g " "$T/seen" | sed -E 's/.* rank=([0-9]+) .*/\1/' | sort -n | paste -sd' ')
   [ "$r" = "$((2 * g)) $((2 * g + 1))" ] || fail "node $g of round 1 ran ranks '$r'"

@@ -178,7 +178,7 @@ echo "$line"
 echo "$line" >"$T/rank.$RANK"'
 
 # expected_layout HOST:N...: the lines the layout workers must print, nodes in the given order,
-# ranks in node order (DESIGN §4), one line per rank.
+# ranks in node order (docs/design.md §4), one line per rank.
 expected_layout() {
   local world=0 nodes=$# spec host n g=0 offset=0 l
   for spec in "$@"; do world=$((world + ${spec##*:})); done

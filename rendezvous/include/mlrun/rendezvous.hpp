@@ -1,6 +1,6 @@
 // mlrun's rendezvous: a server that hands out ranks, a key-value store, barriers and NCCL unique
-// IDs to the processes of one job, and the client library those processes use. See DESIGN §5,
-// docs/protocol.md (the wire format) and docs/errors.md (what to do after each error).
+// IDs to the processes of one job, and the client library those processes use. See docs/design.md
+// §5, docs/protocol.md (the wire format) and docs/errors.md (what to do after each error).
 //
 //   Client c = Client::from_env();            // in a worker started by mlrun
 //   c.set("k", "v");  std::string v = c.get("k");
