@@ -3,8 +3,8 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libboost-dev libssh-dev libspdlog-dev libfmt-dev libgloo-dev libcli11-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libboost-dev libssh-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev openssh-server openssh-client python3-torch
   clang-14 libclang-rt-14-dev iproute2 procps psmisc time nftables
   slurmctld slurmd slurm-client munge
