@@ -211,7 +211,10 @@ const std::vector<OptionSpec>& table() {
       {{"--launcher"}, true, one_of(&Options::launcher, {"auto", "local", "ssh", "slurm"})},
       {{"--iface"}, true, text(&Options::iface)},
       {{"--dry_run"}, false, flag(&Options::dry_run)},
-      {{"--grace_period"}, true, seconds(&Options::grace_period)},
+      // torchrun 2.x's name for the same period.
+      {{"--grace_period", "--shutdown_timeout"}, true, seconds(&Options::grace_period)},
+      {{"--logs_specs"}, true, text(&Options::logs_specs)},
+      {{"--event_log_handler"}, true, text(&Options::event_log_handler)},
       {{"--stdin"}, true, one_of(&Options::stdin_mode, {"rank0", "0", "none"})},
       {{"--verbose", "-v"}, false, [](Options& o, auto&, auto&, Errors&) { ++o.verbose; }},
       {{"-vv"}, false, [](Options& o, auto&, auto&, Errors&) { o.verbose += 2; }},
@@ -255,6 +258,8 @@ bool is_head_only(const OptionSpec* spec) {
                                                           "--verbose",
                                                           "-vv",
                                                           "--log_level",
+                                                          "--logs_specs",
+                                                          "--event_log_handler",
                                                           "--help",
                                                           "--version",
                                                           "--local_addr"};
@@ -283,8 +288,9 @@ void apply_option(ParseResult& result, const OptionSpec& spec, const std::string
   }
 }
 
-// torchrun's options that it reads from PET_<OPTION> when they are not on the command line
-// (its argparse `env` and `check_env` actions); --logs_specs and --numa_binding have none.
+// Options read from the environment when they are not on the command line: torchrun's, from
+// PET_<OPTION> (its argparse `env` and `check_env` actions; --logs_specs and --numa_binding have
+// none), and the grace period from TORCH_ELASTIC_SHUTDOWN_TIMEOUT.
 constexpr std::string_view kPetOptions[] = {"--nnodes",
                                             "--nproc_per_node",
                                             "--rdzv_backend",
@@ -307,7 +313,9 @@ constexpr std::string_view kPetOptions[] = {"--nnodes",
                                             "--master_addr",
                                             "--master_port",
                                             "--local_addr",
-                                            "--signals_to_handle"};
+                                            "--signals_to_handle",
+                                            "--event_log_handler",
+                                            "--grace_period"};
 
 // "--nproc_per_node" -> "PET_NPROC_PER_NODE".
 std::string pet_name(std::string_view option) {
@@ -320,6 +328,8 @@ std::string pet_name(std::string_view option) {
 // The variables an option is read from, first found wins: PET_<OPTION>, then any other name
 // torchrun reads it under.
 std::vector<std::string> env_names(std::string_view option) {
+  // mlrun's own option: only torch elastic's variable for the same period.
+  if (option == "--grace_period") return {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
   std::vector<std::string> names{pet_name(option)};
   // torchrun's launch_agent and its worker processes read the list here too.
   if (option == "--signals_to_handle") names.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE");
@@ -465,6 +475,7 @@ torchrun options (either spelling: --nproc_per_node or --nproc-per-node):
   --run_path                       run PROGRAM under python3 even if it does not end in .py
   --signals_to_handle SIG,...      signals that stop the job (default SIGTERM,SIGINT,SIGHUP,
                                    SIGQUIT); SIGUSR1/SIGUSR2 unless listed go to every worker
+  --logs_specs, --event_log_handler accepted; mlrun writes its own logs (--log_dir) and summary
   Every torchrun option not given is read from PET_<OPTION> (PET_NNODES, PET_NODE_RANK, ...).
 
 mpirun / DeepSpeed options:
@@ -475,7 +486,8 @@ mlrun options:
   --iface NAME|auto                network interface for the backend (default auto)
   --launcher auto|local|ssh|slurm  how nodes are reached (default auto: -H/--hostfile over SSH,
                                    inside a Slurm allocation its nodes through srun)
-  --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5)
+  --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5;
+                                   torchrun's --shutdown_timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT)
   --stdin rank0|none               give this terminal or input to global rank 0 (default rank0)
   --dry-run                        print the plan and start nothing
   -v, --verbose, -vv               say what mlrun does: -v each step of a launch, -vv every detail

@@ -52,6 +52,9 @@ struct Options {
   bool run_path = false;
   /// torchrun 2.9's --signals_to_handle: the signals that stop the job (worker/signals.h).
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  /// torchrun's plugin hooks (Python entry points): accepted, with a note of what mlrun does.
+  std::string logs_specs;
+  std::string event_log_handler = "null";
 
   // mpirun / DeepSpeed style.
   std::string hostfile;

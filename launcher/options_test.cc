@@ -188,5 +188,24 @@ TEST(Options, SignalsToHandleFromFlagPetOrTorchelasticVariable) {
   EXPECT_EQ(parse_options({"app"}).options.sources.size(), 0u);
 }
 
+TEST(Options, ShutdownTimeoutIsTheGracePeriodInEverySpelling) {
+  EXPECT_EQ(parse_options({"--shutdown-timeout=2.5", "app"}).options.grace_period, 2.5);
+  auto env = env_of({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}});
+  EXPECT_EQ(parse_options({"app"}, env).options.grace_period, 7);
+  EXPECT_EQ(parse_options({"--grace_period=1", "app"}, env).options.grace_period, 1);
+  auto r = parse_options({"app"}, env_of({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"), std::string::npos);
+}
+
+TEST(Options, TorchrunPluginOptionsAreAcceptedAndStayOnTheHead) {
+  auto r = parse_options({"--logs-specs=mine", "--event-log-handler", "console", "app"},
+                         env_of({{"PET_EVENT_LOG_HANDLER", "ignored"}}));
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].message;
+  EXPECT_EQ(r.options.logs_specs, "mine");
+  EXPECT_EQ(r.options.event_log_handler, "console");
+  EXPECT_TRUE(r.options.node_args.empty());
+}
+
 }  // namespace
 }  // namespace mlrun

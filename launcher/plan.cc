@@ -60,6 +60,23 @@ std::optional<std::string> choose_network(const Options& o, LaunchPlan& plan,
   return std::nullopt;
 }
 
+// torchrun's plugin options name Python entry points that mlrun, not being Python, cannot load:
+// say what it does instead, rather than refuse a torchrun command line.
+static void print_plugin_notes(const Options& o) {
+  if (!o.logs_specs.empty()) {
+    fmt::print(stderr,
+               "mlrun: note: --logs_specs={}: torchrun's LogsSpecs plugins are not loaded; mlrun "
+               "writes per-rank logs itself (--log_dir DIR/attempt_N/RANK/, --redirects, --tee)\n",
+               o.logs_specs);
+  }
+  if (o.event_log_handler != "null" && !o.event_log_handler.empty()) {
+    fmt::print(stderr,
+               "mlrun: note: --event_log_handler={}: torchelastic events are not emitted; mlrun "
+               "prints one failure summary and writes TORCHELASTIC_ERROR_FILE per rank\n",
+               o.event_log_handler);
+  }
+}
+
 // Collects every user error of the command line (errors: the parser's) and of the environment,
 // and reports them together, before anything runs.
 bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
@@ -150,6 +167,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   for (const auto& e : errors) error(e);
   if (!errors.empty()) return false;
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
+  print_plugin_notes(o);
   // Every node runs as many workers as this one when the nodes are launched one by one; the
   // real world size comes from the rendezvous.
   plan.world_size = plan.nproc * o.nnodes_max;

@@ -44,6 +44,12 @@ PET_MASTER_PORT=70000 run_mlrun --dry-run "$T/worker.sh"
 expect_rc 2
 expect_grep "$T/err" "^mlrun: error: --master_port=70000: .*\(from PET_MASTER_PORT\)$"
 
+# torchrun 2.x's plugin options are accepted, with a note of what mlrun does instead.
+run_mlrun --dry-run --logs-specs=mine --event_log_handler=console "$T/worker.sh"
+expect_rc 0
+expect_grep "$T/err" "^mlrun: note: --logs_specs=mine: .*--log_dir"
+expect_grep "$T/err" "^mlrun: note: --event_log_handler=console: .*TORCHELASTIC_ERROR_FILE"
+
 # Errors are still errors in a dry run.
 run_mlrun --dry-run "$T/missing.sh"
 expect_rc 2
