@@ -241,8 +241,19 @@ void ServerCore::Impl::read_more(const ConnPtr& c) {
       return;
     }
     c->in_used += n;
-    if (self->take_frames(c)) self->read_more(c);
+    self->take_and_read(c);
   });
+}
+
+void ServerCore::Impl::take_and_read(const ConnPtr& c) {
+  if (!take_frames(c)) return;
+  // Requests are read no faster than their replies leave: a client that never reads cannot
+  // make the server hold more than kMaxUnsentReplyBytes plus one reply for it.
+  if (backlogged(*c)) {
+    c->paused = true;
+    return;
+  }
+  read_more(c);
 }
 
 bool ServerCore::Impl::take_frames(const ConnPtr& c) {
@@ -250,7 +261,9 @@ bool ServerCore::Impl::take_frames(const ConnPtr& c) {
     if (std::optional<bool> torch = route_torch(c)) return *torch;
   }
   std::size_t begin = 0;
+  bool backlog = false;
   while (c->in_used - begin >= kHeaderBytes) {
+    if ((backlog = backlogged(*c))) break;  // the rest waits until the replies have left
     std::span<const std::uint8_t> at(c->in.data() + begin, kHeaderBytes);
     std::size_t limit = c->authed ? kMaxPayloadBytes : kMaxHelloPayloadBytes;
     DecodeResult r = decode_header(at, c->header, limit);
@@ -273,6 +286,9 @@ bool ServerCore::Impl::take_frames(const ConnPtr& c) {
   // against this connection's limit); a buffer grown for a large frame shrinks back after it.
   std::memmove(c->in.data(), c->in.data() + begin, c->in_used - begin);
   c->in_used -= begin;
+  // Stopped before the next header was decoded: c->header is not its header, and the peer is
+  // not slow, we are; take_and_read resumes once the replies have left.
+  if (backlog) return true;
   // A whole header left means the loop stopped inside its payload, and c->header is its header.
   std::size_t need = c->in_used >= kHeaderBytes
                          ? std::max(kReadChunk, kHeaderBytes + c->header.payload_bytes)
@@ -305,6 +321,7 @@ void ServerCore::Impl::send(const ConnPtr& c, std::string frame) {
     if (!ec && n == frame.size()) return;
     frame.erase(0, n);
   }
+  c->out_bytes += frame.size();
   c->out.push_back(std::move(frame));
   if (!c->writing) write_next(c);
 }
@@ -319,11 +336,16 @@ void ServerCore::Impl::write_next(const ConnPtr& c) {
                         self->close(c);
                         return;
                       }
+                      c->out_bytes -= c->out.front().size();
                       c->out.pop_front();
                       if (!c->out.empty()) {
                         self->write_next(c);
                       } else if (c->closing) {
                         self->linger(c);
+                      }
+                      if (c->paused && !backlogged(*c) && !c->closing && !c->closed) {
+                        c->paused = false;
+                        self->take_and_read(c);
                       }
                     });
 }

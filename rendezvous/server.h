@@ -22,6 +22,9 @@ namespace mlrun::rendezvous {
 
 /// Total bytes of keys and values the store holds; a set past it is refused (kLimitExceeded).
 inline constexpr std::size_t kMaxStoreBytes = std::size_t{1} << 30;
+/// Replies one connection may have waiting for its socket before the server stops reading its
+/// requests (until the peer reads them): at most this plus one reply is held per connection.
+inline constexpr std::size_t kMaxUnsentReplyBytes = std::size_t{256} << 10;
 
 class ServerCore {
  public:

@@ -76,9 +76,13 @@ struct Conn {
   std::size_t in_used = 0;
   bool partial = false;  // an authenticated peer's unfinished frame; its deadline is armed
   Header header;
-  // At most two frames: the reply to the one request in flight, and a final error.
+  // Replies not yet taken by the socket, and their bytes. A client that sends requests without
+  // reading the replies would make this grow without end: past kMaxUnsentReplyBytes the server
+  // stops handling and reading the connection's requests until the socket drains it (paused).
   std::deque<std::string> out;
+  std::size_t out_bytes = 0;
   bool writing = false;
+  bool paused = false;  // no read pending: the unsent replies are over the bound
 
   // The held (blocking) request, answered when its condition holds or its timer fires.
   Held held = Held::kNone;
@@ -201,6 +205,9 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
 
   // Reading and writing.
   void read_more(const ConnPtr& c);
+  // Handles what c has buffered, then reads more unless its unsent replies are over the bound.
+  void take_and_read(const ConnPtr& c);
+  static bool backlogged(const Conn& c) { return c.out_bytes > kMaxUnsentReplyBytes; }
   // Handles every whole frame in c->in; false when the connection is closing.
   bool take_frames(const ConnPtr& c);
   void arm_deadline(const ConnPtr& c, std::chrono::milliseconds after, std::string_view why);

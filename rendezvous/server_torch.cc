@@ -102,6 +102,7 @@ bool ServerCore::Impl::take_torch(const ConnPtr& c, bool compact) {
   TorchConn& t = *c->torch;
   std::size_t need = 0;
   while (t.begin < c->in_used && !c->closed && !c->closing) {
+    if (backlogged(*c)) break;  // the rest waits until the replies have left (take_and_read)
     std::span<const std::uint8_t> bytes(c->in.data() + t.begin, c->in_used - t.begin);
     if (t.holding) {
       // Only torch 2.x's CANCEL_WAIT is taken while a request waits; the rest waits its turn.

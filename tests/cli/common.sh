@@ -92,3 +92,22 @@ write_worker() {
   printf '#!/bin/bash\nT=%q\n%s\n' "$T" "$2" >"$T/$1"
   chmod +x "$T/$1"
 }
+
+# start_rdzv [ARGS...]: `mlrun rdzv` on a free loopback port with a fresh strong token in
+# $T/token (its path in argv carries the marker); sets RDZV_PID, RDZV_PORT and TOKEN, log in
+# $T/rdzv.log.
+start_rdzv() {
+  TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  (umask 077 && echo "$TOKEN" >"$T/token")
+  rm -f "$T/endpoint"
+  "$MLRUN" rdzv --port 0 --token-file "$T/token" "$@" >"$T/endpoint" 2>"$T/rdzv.log" &
+  RDZV_PID=$!
+  wait_until 10 test -s "$T/endpoint" || fail "mlrun rdzv printed no endpoint: $(cat "$T/rdzv.log")"
+  RDZV_PORT=$(sed 's/.*://' "$T/endpoint")
+}
+
+# wire_client: runs the Python on stdin with tests/rendezvous/wire.py importable and TOKEN,
+# PORT and PID (of the server) in its environment.
+wire_client() {
+  TOKEN=$TOKEN PORT=$RDZV_PORT PID=$RDZV_PID PYTHONPATH="$SRC/tests/rendezvous" python3 - "$@"
+}

@@ -11,17 +11,12 @@ for weak in x aaaaaaaaaaaaaaaaaaaaaaaa 0123456; do
   expect_grep "$T/err" "the token is too weak"
 done
 
-token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-echo "$token" >"$T/token" && chmod 600 "$T/token"
-"$MLRUN" rdzv --port 0 --token-file "$T/token" --job-id hostile >"$T/endpoint" 2>"$T/log" &
-server=$!
-wait_until 10 test -s "$T/endpoint" || fail "mlrun rdzv printed no endpoint"
-port=$(sed 's/.*://' "$T/endpoint")
-expect_grep "$T/log" "serving on 0\.0\.0\.0:$port \(every interface"
+start_rdzv --job-id hostile
+token=$TOKEN port=$RDZV_PORT server=$RDZV_PID
+expect_grep "$T/rdzv.log" "serving on 0\.0\.0\.0:$port \(every interface"
 
-TOKEN=$token PORT=$port python3 - "$SRC/tests/rendezvous" <<'PY' || fail "the hostile client failed"
-import os, sys
-sys.path.insert(0, sys.argv[1])
+wire_client <<'PY' || fail "the hostile client failed"
+import os
 import wire
 token, endpoint = os.environ["TOKEN"], "127.0.0.1:" + os.environ["PORT"]
 cases = {
@@ -42,6 +37,6 @@ assert wire.read_frame(sock)[1] == 0, "the right hello was refused"
 PY
 kill -TERM "$server"
 wait "$server"
-expect_grep "$T/log" "payload bytes, not shown"
-! grep -qF "${token:0:12}" "$T/log" || fail "the token (or a part of it) is in the server's log: $(cat "$T/log")"
+expect_grep "$T/rdzv.log" "payload bytes, not shown"
+! grep -qF "${token:0:12}" "$T/rdzv.log" || fail "the token (or a part of it) is in the server's log"
 echo PASS

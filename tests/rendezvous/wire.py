@@ -33,13 +33,14 @@ def read_frame(sock):
 
 
 def recv_exact(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
+    out = bytearray(n)
+    view, got = memoryview(out), 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
             return None
-        out += chunk
-    return out
+        got += k
+    return bytes(out)
 
 
 def connect(endpoint, timeout=10):
