@@ -87,7 +87,10 @@ void ServerCore::Impl::listen() {
   if (options_.port < 0 || options_.port > 65535) {
     throw Error("listen", "", options_.host, fmt::format("bad port {}", options_.port));
   }
-  raise_open_file_limit();
+  // Half the descriptors at most for connections that have not authenticated: the rest stay for
+  // the job's own.
+  max_pending_ =
+      std::max<std::size_t>(16, std::min(kMaxPendingConnections, raise_open_file_limit() / 2));
   std::string where = fmt::format("{}:{}", options_.host, options_.port);
   error_code ec;
   tcp::resolver resolver(io_);
@@ -164,6 +167,12 @@ void ServerCore::Impl::accept(Listener& l) {
       self->accept(l);
       return;
     }
+    // Out of descriptors: the oldest unauthenticated connection makes room, at once.
+    if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) &&
+        self->evict_oldest("out of descriptors")) {
+      self->accept(l);
+      return;
+    }
     // Out of descriptors or memory: say so (at most once a second) and retry shortly.
     auto now = std::chrono::steady_clock::now();
     if (now - self->last_accept_error_log_ > std::chrono::seconds(1)) {
@@ -208,7 +217,9 @@ void ServerCore::Impl::adopt(tcp::socket socket) {
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
   auto remote = c->socket.remote_endpoint(ec);
   c->peer = ec ? std::string("unknown peer") : endpoint_text(remote.address(), remote.port());
+  c->peer_address = ec ? std::string() : remote.address().to_string();
   conns_.emplace(c.get(), c);
+  admit(c);
   arm_deadline(c, options_.handshake_timeout, "no authentication");
   read_more(c);
 }
@@ -223,7 +234,8 @@ void ServerCore::Impl::arm_deadline(const ConnPtr& c, std::chrono::milliseconds 
     if (ec || c->closed || seq != c->deadline_seq) return;
     if (self->keep_silent_torch(c)) return;
     if (!c->closing) {
-      self->log(fmt::format("closing {}: {} within {} ms", c->peer, why, after.count()));
+      self->log_limited(why,
+                        fmt::format("closing {}: {} within {} ms", c->peer, why, after.count()));
     }
     self->close(c);
   });
@@ -352,7 +364,7 @@ void ServerCore::Impl::write_next(const ConnPtr& c) {
 
 void ServerCore::Impl::refuse(const ConnPtr& c, std::uint8_t op, std::uint32_t id, Status status,
                               std::string_view message, std::string_view log_line) {
-  log(log_line);
+  log_limited(message, log_line);
   c->in_flight = false;
   send(c, encode_error(op, id, status, message));
   close_after_flush(c);
@@ -399,6 +411,7 @@ void ServerCore::Impl::close(const ConnPtr& c) {
   if (c->closed) return;
   unhold(*c);
   torch_forget(*c);
+  unpend(*c);
   c->closed = true;
   error_code ec;
   c->socket.close(ec);
@@ -482,7 +495,15 @@ void ServerCore::Impl::on_hello(const ConnPtr& c, const Hello& r) {
   const std::uint32_t id = c->header.request_id;
   constexpr auto op = static_cast<std::uint8_t>(Op::kHello);
   error_code ec;
+  // An address that keeps failing is refused unchecked for a while: a right guess would not be
+  // accepted either, so guessing goes no faster than kAuthFailuresPerSecond.
+  if (throttled(*c)) {
+    refuse(c, op, id, Status::kAuthFailed, "too many failed authentications from this address",
+           fmt::format("refused {}: throttled after too many failed authentications", c->peer));
+    return;
+  }
   if (!same_token(r.token, options_.token)) {
+    auth_failed(*c);
     refuse(c, op, id, Status::kAuthFailed, "wrong token",
            fmt::format("refused {}: wrong token", c->peer));
     return;
@@ -493,6 +514,7 @@ void ServerCore::Impl::on_hello(const ConnPtr& c, const Hello& r) {
     return;
   }
   c->authed = true;
+  unpend(*c);
   if (auto remote = c->socket.remote_endpoint(ec); !ec) {
     torch_peers_.insert(torch_address(remote.address()));  // a node of the job (torch_peer)
   }
@@ -533,6 +555,7 @@ void ServerCore::Impl::stop() {
   for (auto& [name, g] : elastic_) {
     if (g.last_call) g.last_call->cancel();
   }
+  flush_limited_logs();
   std::vector<ConnPtr> all;
   all.reserve(conns_.size());
   for (auto& [raw, c] : conns_) all.push_back(c);

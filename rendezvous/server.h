@@ -26,6 +26,17 @@ inline constexpr std::size_t kMaxStoreBytes = std::size_t{1} << 30;
 /// requests (until the peer reads them): at most this plus one reply is held per connection.
 inline constexpr std::size_t kMaxUnsentReplyBytes = std::size_t{256} << 10;
 
+/// Connections that have not authenticated yet (the fd limit's half when that is lower): past
+/// it the oldest is closed. A legitimate client authenticates within milliseconds of connecting,
+/// so a flood of silent connections cannot keep it out.
+inline constexpr std::size_t kMaxPendingConnections = 8192;
+/// Failed authentications one peer address may make in a burst, and per second after it; past
+/// them its hellos are refused unchecked ("throttled") until the budget refills.
+inline constexpr double kAuthFailureBurst = 32;
+inline constexpr double kAuthFailuresPerSecond = 10;
+/// Addresses whose budget is remembered (the oldest refilled ones are forgotten past it).
+inline constexpr std::size_t kMaxThrottledAddresses = 65536;
+
 class ServerCore {
  public:
   /// Binds and listens (throws ConnectionError when it cannot, Error for bad options), and

@@ -3,6 +3,8 @@
 //                      abort and stop; ServerCore and the public Server
 //   server_store.cc    the key-value store, barriers, joins, and held (blocking) requests
 //   server_elastic.cc  elastic groups: membership rounds, member heartbeats, lost members
+//   server_admission.cc  unauthenticated connections (cap, eviction), failed-auth throttling,
+//                      rate-limited refusal logs
 //   server_torch.cc    PyTorch's TCPStore protocol on the same port (docs/torch-store.md)
 #pragma once
 
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,7 +66,11 @@ struct Conn {
   asio::steady_timer wait_timer;  // timeout of the held request
   std::uint64_t deadline_seq = 0;
   std::string peer;
+  std::string peer_address;  // the peer's IP address alone: failed-auth throttling is per address
   bool authed = false;
+  // Not yet authenticated: listed in pending_ (oldest first), evicted first when it is full.
+  bool pending = false;
+  std::list<Conn*>::iterator pending_at;
   // Set once a join completed for this connection: "index 2 of join group \"g\"". Such a
   // connection timing out (keepalive) means a member of the job vanished.
   std::string joined;
@@ -191,6 +198,31 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
       std::fprintf(stderr, "mlrun rdzv: %.*s\n", static_cast<int>(line.size()), line.data());
     }
   }
+
+  // Admission (server_admission.cc): unauthenticated connections are capped (oldest evicted),
+  // failed authentications throttled per address, and refusals logged at most once a second per
+  // kind, with a count of those not shown.
+  void admit(const ConnPtr& c);
+  void unpend(Conn& c);
+  bool evict_oldest(std::string_view why);
+  // True when c's address has used up its failed-authentication budget: its hello is refused
+  // unchecked. auth_failed spends from the budget.
+  bool throttled(const Conn& c);
+  void auth_failed(const Conn& c);
+  void log_limited(std::string_view kind, std::string_view line);
+  void flush_limited_logs();
+  struct AuthBudget {
+    double left = 0;
+    std::chrono::steady_clock::time_point at{};
+  };
+  struct LogLimit {
+    std::chrono::steady_clock::time_point last{};
+    std::size_t suppressed = 0;
+  };
+  std::list<Conn*> pending_;
+  std::size_t max_pending_ = 0;  // set by listen(): kMaxPendingConnections or the fd limit's half
+  std::unordered_map<std::string, AuthBudget> auth_budgets_;
+  std::unordered_map<std::string, LogLimit> log_limits_;
 
   // Accepting.
   struct Listener {

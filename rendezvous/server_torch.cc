@@ -93,7 +93,8 @@ std::optional<bool> ServerCore::Impl::route_torch(const ConnPtr& c) {
     c->torch->generation = torch_generation_;
   }
   c->torch->dialect = d;
-  ++c->deadline_seq;  // no handshake: the address was the check
+  unpend(*c);  // no handshake: the address was the check
+  ++c->deadline_seq;
   c->deadline.cancel();
   return take_torch(c, true);
 }
