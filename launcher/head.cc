@@ -66,6 +66,12 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
     total += n.nproc;
     plan.nodes.push_back(std::move(n));
   }
+  if (o.backend == "mpi" && allocation && per_node == 0 && !list.hosts.front().slots_given) {
+    plan.errors.push_back(
+        "--backend mpi in a Slurm allocation: mpirun needs every node's rank count before it "
+        "starts: give --nproc_per_node (or allocate with --ntasks-per-node)");
+    return plan;
+  }
   if (o.np > 0 && allocation && per_node == 0 && list.hosts.front().slots_given == false) {
     plan.errors.push_back(fmt::format(
         "-np {}: the allocation's nodes have no task count (allocate with --ntasks-per-node or "

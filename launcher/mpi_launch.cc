@@ -12,6 +12,7 @@
 
 #include "launcher/mpi.h"
 #include "launcher/summary.h"
+#include "transport/slurm_env.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
 #include "worker/process.h"
@@ -77,6 +78,8 @@ int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
   std::string master = on_hosts(o) && !plan.hosts.nodes.front().local
                            ? plan.hosts.nodes.front().host.host
                            : plan.master_addr;
+  // A Slurm node's name may be known to Slurm only (its NodeAddr).
+  if (o.launcher == "slurm") master = transport::resolve_node(master);
   auto planner = [&](int attempt) {
     MpiJob attempt_job = job;
     attempt_job.overrides = g.overrides;

@@ -343,8 +343,8 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     if (aborting || interrupt_published) return;
     interrupt_published = true;
     const char* abbrev = sigabbrev_np(sig);
-    publish_abort(fmt::format("interrupted: SIG{} on node {} ({})", abbrev ? abbrev : "?",
-                              node_rank, job.host));
+    publish_abort(fmt::format("interrupted: SIG{} on node {} ({}){}", abbrev ? abbrev : "?",
+                              node_rank, job.host, job.signal_note));
   };
 
   // Elastic: rounds are not restarts; the coordinator counts restarts and ends the job itself.

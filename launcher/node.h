@@ -55,6 +55,9 @@ struct NodeJob {
   bool publish_signals = false;
   /// Forwarded signals the head publishes reach this node's workers (nodes started by a head).
   bool watch_signals = false;
+  /// Appended to the reason of a stop signal here: who sends them ("sent by Slurm ...": an agent
+  /// in a Slurm step, where only Slurm signals it).
+  std::string signal_note;
   bool elastic() const { return nnodes_min > 0 && nnodes_min < nnodes; }
 };
 

@@ -17,6 +17,7 @@
 #include "launcher/doctor.h"
 #include "launcher/log_dir.h"
 #include "launcher/node.h"
+#include "transport/slurm_env.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
 
@@ -156,7 +157,11 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
     for (const auto& n : plan.hosts.nodes) {
       if (n.local) continue;
       try {
-        toward = local_address_toward(n.host.host);
+        // mpirun's own traffic under Slurm: a node's name may be known to Slurm only. (The Slurm
+        // head runs no workers otherwise, and needs no interface.)
+        bool by_slurm = o.launcher == "slurm" && o.backend == "mpi";
+        toward =
+            local_address_toward(by_slurm ? transport::resolve_node(n.host.host) : n.host.host);
       } catch (const std::exception&) {
       }
       break;

@@ -278,7 +278,14 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   // 3. An agent on every other node.
   rendezvous::Server* served = &*server;
   if (head_signals) {
-    head_signals->on_interrupt([served](const std::string& reason) { served->abort(reason); });
+    // Inside an allocation a SIGTERM to the head is Slurm's (the batch script's step) as a rule.
+    std::string note = o.launcher == "slurm"
+                           ? transport::slurm_signal_note(transport::read_slurm_env().job_id)
+                           : "";
+    head_signals->on_interrupt([served, note](const std::string& reason) {
+      bool term = reason.find("SIGTERM") != std::string::npos;
+      served->abort(term ? reason + note : reason);
+    });
     // SIGUSR1/SIGUSR2 go to every node through the rendezvous (launcher/signal_relay.h), on a
     // connection made at the first one.
     head_signals->on_forward(
@@ -535,12 +542,18 @@ int agent_command(const std::vector<std::string>&) {
   LaunchPlan plan;
   if (!plan_launch(parsed.options, plan, errors)) return 2;
   plan.job_id = job.job_id;
+  if (slurm) {
+    // In a step Slurm signals every process, the workers too: its USR1 is theirs already, and
+    // its SIGTERM is a scancel, the time limit or a preemption, which the summary says.
+    plan.signals.forward_own = false;
+    job.signal_note = transport::slurm_signal_note(transport::read_slurm_env().job_id);
+  }
   keep_forwarded_signals_harmless(plan.signals);
   Lifeline lifeline = Lifeline::start();
   signal(SIGPIPE, SIG_IGN);
   job.print_summary = false;
-  // The head's forwarded signals come through the rendezvous. One this agent gets itself (Slurm
-  // signals every task) goes to its own workers only: the head passes on what it gets.
+  // The head's forwarded signals come through the rendezvous. One this agent gets itself goes to
+  // its own workers only (over SSH; in a Slurm step Slurm has signalled them already).
   job.watch_signals = true;
   int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO);
   // Through srun, an agent's non-zero exit makes Slurm kill every other agent at once

@@ -92,18 +92,23 @@ class SlurmTransport : public Transport {
   void on_stderr_line(const std::string& line) {
     std::string out = line + "\n";
     (void)!::write(STDERR_FILENO, out.data(), out.size());
-    std::string host;
-    if (auto at = line.find("srun: error: Node failure on "); at != std::string::npos) {
-      host = line.substr(at + 29);
-    } else if (line.rfind("srun: error: ", 0) == 0 && line.find(": task ") != std::string::npos) {
-      host = line.substr(13, line.find(':', 13) - 13);
+    constexpr std::string_view kError = "srun: error: ", kNodeFailure = "Node failure on ";
+    if (line.rfind(kError, 0) != 0) return;
+    std::string_view rest = std::string_view(line).substr(kError.size());
+    std::string host, why;
+    if (rest.rfind(kNodeFailure, 0) == 0) {
+      host = rest.substr(kNodeFailure.size());
+      why = "Slurm reports a node failure (its slurmd stopped answering)";
+    } else if (auto colon = rest.find(": task "); colon != std::string_view::npos) {
+      host = rest.substr(0, colon);
+      why = fmt::format("its agent, srun says: {}", rest.substr(colon + 2));
     }
-    if (host.empty()) return;
     for (const auto& n : nodes_) {
-      if (n.host == host) {
-        report(n.node_rank, host, line.substr(line.find(host) + host.size() + 2));
-        return;
-      }
+      if (host.empty() || n.host != host) continue;
+      // Said at once, and not only through the job's abort: when Slurm itself cancels the step
+      // for a failed node, its SIGTERM to the other agents may abort the job first.
+      if (!over_) fmt::print(stderr, "mlrun: node {} ({}) lost: {}\n", n.node_rank, host, why);
+      return report(n.node_rank, host, why);
     }
   }
 

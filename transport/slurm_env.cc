@@ -171,6 +171,12 @@ HostList allocation_hosts(const SlurmEnv& s) {
   return list;
 }
 
+std::string slurm_signal_note(const std::string& job_id) {
+  return fmt::format(
+      ", sent by Slurm to job {} (a scancel, the time limit, a preemption or a failed node)",
+      job_id);
+}
+
 std::string resolve_node(const std::string& name) {
   addrinfo hints{};
   hints.ai_family = AF_INET;

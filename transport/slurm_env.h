@@ -52,6 +52,11 @@ int step_port(const std::string& job_id, const std::string& step_id);
 /// given: the agent then counts the node's GPUs. Errors name the variable and the item.
 HostList allocation_hosts(const SlurmEnv& slurm);
 
+/// What a stop signal's reason adds inside allocation job_id: ", sent by Slurm to job 42 (a
+/// scancel, the time limit, a preemption or a failed node)". Slurm's stops reach every task of the
+/// job at once.
+std::string slurm_signal_note(const std::string& job_id);
+
 /// A node name as an address: the resolver's answer, else Slurm's NodeAddr for it (`scontrol show
 /// node`; clusters whose names only Slurm knows), else the name itself.
 std::string resolve_node(const std::string& name);

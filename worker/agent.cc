@@ -130,7 +130,7 @@ struct Agent::Impl final : SupervisorHooks {
       if (ec) return;
       // Asio counts deliveries: each one that reached the handler comes here once.
       if (policy.is_forwarded(sig)) {
-        supervisor.forward_signal(sig);
+        if (policy.forward_own) supervisor.forward_signal(sig);
         if (callbacks.on_forwarded_signal) callbacks.on_forwarded_signal(sig);
       } else {
         supervisor.on_signal(sig);

@@ -22,6 +22,10 @@ inline constexpr std::string_view kDefaultSignalsToHandle = "SIGTERM,SIGINT,SIGH
 struct SignalPolicy {
   std::vector<int> stop{SIGINT, SIGTERM, SIGHUP};  ///< Signals that end the job.
   std::vector<int> forward{SIGUSR1, SIGUSR2};      ///< Passed to every worker; the job goes on.
+  /// Whether a forwarded signal this launcher gets itself goes on to its workers. false for an
+  /// agent in a Slurm step: Slurm signals every process of the step, the workers too, so passing
+  /// it on would deliver it twice (the head's, through the rendezvous, still go on).
+  bool forward_own = true;
   bool is_forwarded(int sig) const;
 };
 

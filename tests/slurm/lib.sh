@@ -65,3 +65,21 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
+
+# start_salloc ARGS...: `salloc -N3 -J $MARKER -Q ARGS...` from $T in the background, its output
+# in $T/out, its pid in SALLOC_PID, and the allocation's job id in JOB once it is granted.
+start_salloc() {
+  in_t salloc -N3 -J "$MARKER" -Q "$@" >"$T/out" 2>&1 &
+  SALLOC_PID=$!
+  granted() { JOB=$(squeue -h -n "$MARKER" -o %A 2>/dev/null | head -1) && [ -n "$JOB" ]; }
+  wait_until 30 granted || fail "no allocation within 30 s: $(cat "$T/out")"
+}
+
+# count_files PATTERN: how many files match.
+count_files() { local n=0 f; for f in $1; do [ -e "$f" ] && n=$((n + 1)); done; echo "$n"; }
+
+# wait_files SECONDS PATTERN N: until N files match PATTERN, or fails naming them.
+wait_files() {
+  enough() { [ "$(count_files "$2")" -ge "$3" ]; }
+  wait_until "$1" enough "$@" || fail "$(count_files "$2") of $3 files $2 after $1 s: $(cat "$T/out")"
+}

@@ -9,8 +9,8 @@
 #   slurm_cluster.sh can-run       exit 0 where a cluster can be made, 77 with the reason otherwise
 #   slurm_cluster.sh env           shell exports for tests:  eval "$(slurm_cluster.sh env)"
 #   slurm_cluster.sh exec I CMD..  run CMD on node I (its namespace and hostname)
-#   slurm_cluster.sh kill-node I   SIGKILL node I's slurmd and every process in its namespace
-#   slurm_cluster.sh start-node I  start node I's slurmd again
+#   slurm_cluster.sh kill-node I   node I crashes: SIGKILL to its slurmd and every process in it
+#   slurm_cluster.sh start-node I  start node I's slurmd again; wait until every node is idle
 #
 # Layout: bridge mlsl-br0 = 10.78.0.1/24 in the root namespace (slurmctld, salloc and sbatch run
 # there); node I is namespace mlsl-nI, eth0 = 10.78.0.(10+I), hostname snII (zero-padded: the
@@ -183,9 +183,10 @@ export SLURM_CONF='$STATE/slurm.conf'
 EOF
 }
 
+# kill_ns NS [SIGNALS]: every process in NS gets each signal in turn (default TERM, then KILL).
 kill_ns() {
   local ns=$1 sig pids tries
-  for sig in TERM KILL; do
+  for sig in ${2:-TERM KILL}; do
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     [ -n "$pids" ] || break
     # shellcheck disable=SC2086
@@ -258,8 +259,12 @@ main() {
       nsenter --net="/run/netns/$(ns_of "$i")" unshare --uts sh -c 'hostname "$0" && exec "$@"' \
         "$(name_of "$i")" "$@"
       ;;
-    kill-node) check_node "${1:-}" && kill_ns "$(ns_of "$1")" ;;
-    start-node) check_node "${1:-}" && start_slurmd "$1" ;;
+    kill-node) check_node "${1:-}" && kill_ns "$(ns_of "$1")" KILL ;;
+    start-node)
+      check_node "${1:-}"
+      start_slurmd "$1"
+      wait_idle "$(node_count)"
+      ;;
     *)
       sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2
       exit 2
