@@ -48,14 +48,6 @@ std::string speed_text(int mbps) {
   return fmt::format("{} Mb/s", mbps);
 }
 
-bool parse_int(const std::string& s, int lo, int hi, int& out) {
-  char* end = nullptr;
-  long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < lo || v > hi) return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
 }  // namespace
 
 std::optional<std::size_t> parse_byte_size(std::string_view text) {
@@ -112,18 +104,18 @@ bool parse_sweep_flag(const std::vector<std::string>& args, std::size_t& i, Swee
       (flag == "-b" ? o.min_bytes : o.max_bytes) = *size;
     }
   } else if (flag == "-f") {
-    if (!parse_int(value, 2, 1024, o.factor)) {
+    if (!parse_int(value, o.factor, 2, 1024)) {
       errors.push_back(fmt::format("doctor: -f {}: expected a factor from 2 to 1024", value));
     }
   } else if (flag == "-n") {
-    if (!parse_int(value, 1, 1000000, o.iters)) {
+    if (!parse_int(value, o.iters, 1, 1000000)) {
       errors.push_back(fmt::format("doctor: -n {}: expected 1 or more iterations", value));
     }
   } else if (flag == "-w") {
-    if (!parse_int(value, 0, 1000000, o.warmup)) {
+    if (!parse_int(value, o.warmup, 0, 1000000)) {
       errors.push_back(fmt::format("doctor: -w {}: expected 0 or more warm-up iterations", value));
     }
-  } else if (!parse_int(value, 1, 86400, o.timeout_s)) {
+  } else if (!parse_int(value, o.timeout_s, 1, 86400)) {
     errors.push_back(fmt::format("doctor: --op-timeout {}: expected seconds (1 to 86400)", value));
   }
   return true;

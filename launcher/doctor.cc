@@ -30,18 +30,7 @@
 #include "worker/net.h"
 
 namespace mlrun {
-namespace {
-
-bool parse_int_in(const std::string& s, int lo, int hi, int& out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
   DoctorArgs r;
@@ -93,19 +82,19 @@ DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
       }
     } else if (arg == "--port") {
       if (!take("--port")) continue;
-      if (!parse_int_in(value, 0, 65535, o.port)) {
+      if (!parse_int(value, o.port, 0, 65535)) {
         r.errors.push_back(
             fmt::format("doctor: --port={}: expected a port (0: a free one)", value));
       }
     } else if (arg == "--ssh_timeout_ms") {
       if (!take("--ssh-timeout-ms")) continue;
-      if (!parse_int_in(value, 1, 600000, o.ssh_timeout_ms)) {
+      if (!parse_int(value, o.ssh_timeout_ms, 1, 600000)) {
         r.errors.push_back(
             fmt::format("doctor: --ssh-timeout-ms={}: expected milliseconds (1 to 600000)", value));
       }
     } else if (arg == "--probe_timeout") {
       if (!take("--probe-timeout")) continue;
-      if (!parse_int_in(value, 1, 3600, o.probe_timeout_s)) {
+      if (!parse_int(value, o.probe_timeout_s, 1, 3600)) {
         r.errors.push_back(
             fmt::format("doctor: --probe-timeout={}: expected seconds (1 to 3600)", value));
       }
@@ -123,7 +112,7 @@ DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
       }
     } else if (arg == "--timeout_ms") {
       if (!take("--timeout-ms")) continue;
-      if (!parse_int_in(value, 1, 600000, o.timeout_ms)) {
+      if (!parse_int(value, o.timeout_ms, 1, 600000)) {
         r.errors.push_back(
             fmt::format("doctor: --timeout-ms={}: expected milliseconds (1 to 600000)", value));
       }

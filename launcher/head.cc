@@ -47,15 +47,11 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
   for (const auto& e : list.errors) plan.errors.push_back(format_error(e));
   if (!list.ok()) return plan;
   int per_node = 0;
-  if (o.nproc_given) {
-    try {
-      per_node = std::stoi(o.nproc_per_node);
-    } catch (...) {
-      plan.errors.push_back(fmt::format(
-          "--nproc_per_node={}: give a number with --hostfile or -H (each host counts its own)",
-          o.nproc_per_node));
-      return plan;
-    }
+  if (o.nproc_given && !parse_int(o.nproc_per_node, per_node, 1)) {
+    plan.errors.push_back(fmt::format(
+        "--nproc_per_node={}: give a number with --hostfile or -H (each host counts its own)",
+        o.nproc_per_node));
+    return plan;
   }
   int total = 0;
   for (const auto& h : list.hosts) {

@@ -12,12 +12,6 @@
 namespace mlrun {
 namespace {
 
-bool parse_int(std::string_view s, int& out) {
-  if (s.empty()) return false;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
 bool parse_double(const std::string& s, double& out) {
   if (s.empty()) return false;
   try {
@@ -368,6 +362,16 @@ void apply_environment(ParseResult& result, const std::vector<const OptionSpec*>
 }
 
 }  // namespace
+
+bool parse_int(std::string_view s, int& out, int lo, int hi) {
+  int value;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || value < lo || value > hi) {
+    return false;
+  }
+  out = value;
+  return true;
+}
 
 FlagToken split_flag(const std::string& arg) {
   FlagToken t;

@@ -2,9 +2,11 @@
 // command line is collected, so that all of them are reported together before anything runs.
 #pragma once
 
+#include <climits>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -119,6 +121,10 @@ struct FlagToken {
   bool has_value = false;
 };
 FlagToken split_flag(const std::string& arg);
+
+/// The one integer parser of the command lines: all of s in base 10 (no sign but '-', no
+/// spaces), within [lo, hi]. False, and out untouched, otherwise.
+bool parse_int(std::string_view s, int& out, int lo = INT_MIN, int hi = INT_MAX);
 
 /// Reads an environment variable; nullptr when it is not set.
 using GetEnv = std::function<const char*(const std::string& name)>;

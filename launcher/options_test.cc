@@ -175,6 +175,21 @@ TEST(Options, PetErrorsNameTheVariableAndRangesAreCheckedAfterIt) {
             std::string::npos);
 }
 
+TEST(ParseInt, WholeBaseTenWithinBounds) {
+  int n = 7;
+  EXPECT_TRUE(parse_int("42", n));
+  EXPECT_EQ(n, 42);
+  EXPECT_TRUE(parse_int("-3", n));
+  EXPECT_EQ(n, -3);
+  for (const char* bad : {"", " 1", "1 ", "+1", "4x", "0x10", "99999999999"}) {
+    EXPECT_FALSE(parse_int(bad, n)) << bad;
+  }
+  EXPECT_EQ(n, -3);  // Untouched by a failure.
+  EXPECT_TRUE(parse_int("65535", n, 0, 65535));
+  EXPECT_FALSE(parse_int("65536", n, 0, 65535));
+  EXPECT_FALSE(parse_int("-1", n, 0, 65535));
+}
+
 TEST(Options, SignalsToHandleFromFlagPetOrTorchelasticVariable) {
   EXPECT_EQ(parse_options({"app"}).options.signals_to_handle, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   auto env = env_of({{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR1"}});
