@@ -36,46 +36,41 @@ struct RdzvOptions {
   bool help = false;
 };
 
-// Every user error of the command line, collected; flags take `--flag VALUE` or `--flag=VALUE`.
+// Every user error of the command line, collected; flags take `--flag VALUE` or `--flag=VALUE`,
+// with dashes or underscores.
 RdzvOptions parse(const std::vector<std::string>& args, std::vector<std::string>& errors) {
   RdzvOptions o;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i], value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
+    // split_flag: --job-id and --job_id are one flag, as everywhere in mlrun. Messages name
+    // the flag as the user spelled it.
+    FlagToken token = split_flag(args[i]);
+    const std::string& name = token.name;
+    const std::string arg = args[i].substr(0, args[i].find('='));
+    const std::string& value = token.value;
+    const bool has_value = token.has_value && args[i].rfind("--", 0) == 0;
     auto take = [&]() -> std::optional<std::string> {
       if (has_value) return value;
       if (i + 1 < args.size()) return args[++i];
       errors.push_back(fmt::format("{} needs a value", arg));
       return std::nullopt;
     };
-    if (arg == "-h" || arg == "--help") {
+    if (name == "-h" || name == "--help") {
       o.help = true;
-    } else if (arg == "--host") {
+    } else if (name == "--host") {
       if (auto v = take()) o.host = *v;
-    } else if (arg == "--port") {
-      if (auto v = take()) {
-        char* end = nullptr;
-        long p = std::strtol(v->c_str(), &end, 10);
-        if (v->empty() || *end != '\0' || p < 0 || p > 65535) {
-          errors.push_back(fmt::format("--port {}: not a port number (0 = any free port)", *v));
-        } else {
-          o.port = static_cast<int>(p);
-        }
+    } else if (name == "--port") {
+      if (auto v = take(); v && !parse_int(*v, o.port, 0, 65535)) {
+        errors.push_back(fmt::format("--port {}: not a port number (0 = any free port)", *v));
       }
-    } else if (arg == "--token-file") {
+    } else if (name == "--token_file") {
       if (auto v = take()) o.token_file = *v;
-    } else if (arg == "--new-token-file") {
+    } else if (name == "--new_token_file") {
       if (auto v = take()) o.new_token_file = *v;
-    } else if (arg == "--job-id") {
+    } else if (name == "--job_id") {
       if (auto v = take()) o.job_id = *v;
-    } else if (arg == "--torch-store" && !has_value) {
+    } else if (name == "--torch_store" && !has_value) {
       o.torch_store = true;
-    } else if (arg == "--token") {
+    } else if (name == "--token") {
       // Refused on purpose: every user of the host can read a process's argv.
       if (!has_value && i + 1 < args.size()) ++i;
       errors.push_back(

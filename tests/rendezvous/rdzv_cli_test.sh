@@ -24,7 +24,13 @@ MLRUN_RDZV_TOKEN=x "$mlrun" rdzv --port 0 --token secret >/dev/null 2>"$dir/err"
 [ $? = 2 ] || fail "--token: expected exit 2"
 grep -q "visible to every user" "$dir/err" || fail "--token: no reason given"
 
-"$mlrun" rdzv --host 127.0.0.1 --port 0 --new-token-file "$dir/token" --job-id cli-test \
+# Both spellings of a flag are one flag, as in every mlrun command line.
+MLRUN_RDZV_TOKEN=x "$mlrun" rdzv --job_id x --torch_store --port=65536 >/dev/null 2>"$dir/err"
+[ $? = 2 ] || fail "--port=65536: expected exit 2"
+grep -q "unknown argument" "$dir/err" && fail "--job_id or --torch_store refused: $(cat "$dir/err")"
+grep -q -- "--port 65536: not a port number" "$dir/err" || fail "--port=65536: no reason given"
+
+"$mlrun" rdzv --host 127.0.0.1 --port 0 --new_token_file "$dir/token" --job-id cli-test \
   >"$dir/endpoint" 2>"$dir/log" &
 server=$!
 i=0
