@@ -1,4 +1,4 @@
-// How the head reaches the nodes of a job it starts from one command (DESIGN §2 `transport/`):
+// How the head reaches the nodes of a job it starts from one command (docs/design.md §2):
 // the head starts one agent per node through a transport and watches them; everything else
 // (the rendezvous, the rank layout, the teardown) goes through the rendezvous server and is the
 // same for every transport. Two implement it: SSH (one connection per host, transport/ssh.h)
