@@ -29,6 +29,8 @@ sizes=${SIZES:-3 8}
 here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/../tests/cluster/cluster.sh
 MLRUN=${MLRUN:-$(command -v mlrun || true)}
+# Absolute: the warm-up runs it from /tmp.
+[ -z "$MLRUN" ] || MLRUN=$(realpath "$MLRUN")
 [ -n "$MLRUN" ] && [ -x "$MLRUN" ] ||
   { echo "ssh_floor.sh: set MLRUN to the mlrun binary (e.g. build/launcher/mlrun)" >&2; exit 2; }
 results=$(mktemp -d "${TMPDIR:-/tmp}/ssh-floor.XXXXXX")
