@@ -58,7 +58,7 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
     // Slurm's nodes without a task count run as many workers as the agent finds GPUs (0 here).
     int nproc = per_node > 0 ? per_node : allocation && !h.slots_given ? 0 : h.slots;
     // Under Slurm every node, this one too, gets an agent through srun.
-    NodePlan n{h, nproc, o.launcher != "slurm" && is_local(h.host)};
+    NodePlan n{h, nproc, o.launcher != "slurm" && o.launcher != "sim" && is_local(h.host)};
     total += n.nproc;
     plan.nodes.push_back(std::move(n));
   }
@@ -141,14 +141,17 @@ struct RemoteAgents::State {
   struct Running {
     int node_rank;
     std::string host;
-    RemoteCommand command;
+    std::unique_ptr<AgentProcess> command;
     std::unique_ptr<StreamOutput> out;
     std::unique_ptr<StreamOutput> err;
     bool out_open = true;
     bool err_open = true;
     bool ended = false;
   };
-  std::vector<SshSession> sessions;  // Connected, not started yet.
+  std::string transport;           // "ssh", "sim": the prefix of its debug lines.
+  std::vector<std::string> hosts;  // In node order; launch starts the agent of each.
+  Launch launch;
+  std::string local_address;
   std::vector<Running> agents;
   // Checking "is the job over?" and aborting the job are one step under its lock: a loss seen as
   // the job ends is reported while the server still serves, or not at all.
@@ -188,15 +191,15 @@ struct RemoteAgents::State {
       for (std::size_t i = 0; i < agents.size(); ++i) {
         auto& a = agents[i];
         if (a.out_open) {
-          fds.push_back({a.command.stdout_fd(), POLLIN, 0});
+          fds.push_back({a.command->stdout_fd(), POLLIN, 0});
           which.emplace_back(i, 0);
         }
         if (a.err_open) {
-          fds.push_back({a.command.stderr_fd(), POLLIN, 0});
+          fds.push_back({a.command->stderr_fd(), POLLIN, 0});
           which.emplace_back(i, 1);
         }
         if (!a.ended) {
-          fds.push_back({a.command.done_fd(), POLLIN, 0});
+          fds.push_back({a.command->done_fd(), POLLIN, 0});
           which.emplace_back(i, 2);
         }
       }
@@ -233,8 +236,8 @@ struct RemoteAgents::State {
         auto& a = agents[which[k].first];
         if (kind == 2) {
           a.ended = true;
-          RemoteExit exit = a.command.wait();
-          log::debug("ssh {}: the agent of node {} ended: {}", a.host, a.node_rank,
+          RemoteExit exit = a.command->wait();
+          log::debug("{} {}: the agent of node {} ended: {}", transport, a.host, a.node_rank,
                      !exit.error.empty()    ? exit.error
                      : !exit.signal.empty() ? "SIG" + exit.signal
                                             : fmt::format("exit code {}", exit.exit_code));
@@ -253,7 +256,7 @@ struct RemoteAgents::State {
           }
           continue;
         }
-        int fd = kind == 0 ? a.command.stdout_fd() : a.command.stderr_fd();
+        int fd = kind == 0 ? a.command->stdout_fd() : a.command->stderr_fd();
         ssize_t n = read(fd, buf, sizeof buf);
         if (n > 0) {
           (kind == 0 ? a.out : a.err)->on_data({buf, static_cast<std::size_t>(n)});
@@ -268,7 +271,7 @@ struct RemoteAgents::State {
   static void drain(Running& a, char* buf, std::size_t size) {
     for (int kind = 0; kind < 2; ++kind) {
       bool& open = kind == 0 ? a.out_open : a.err_open;
-      int fd = kind == 0 ? a.command.stdout_fd() : a.command.stderr_fd();
+      int fd = kind == 0 ? a.command->stdout_fd() : a.command->stderr_fd();
       while (open) {
         ssize_t n = read(fd, buf, size);
         if (n > 0) {
@@ -289,6 +292,35 @@ struct RemoteAgents::State {
 
 RemoteAgents::RemoteAgents(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
+namespace {
+
+// An agent over SSH: the relay's view of a RemoteCommand.
+class SshAgent : public AgentProcess {
+ public:
+  explicit SshAgent(RemoteCommand command) : command_(std::move(command)) {}
+  int stdout_fd() const override { return command_.stdout_fd(); }
+  int stderr_fd() const override { return command_.stderr_fd(); }
+  int done_fd() const override { return command_.done_fd(); }
+  RemoteExit wait() override { return command_.wait(); }
+  void stop() override { command_.stop(); }
+
+ private:
+  RemoteCommand command_;
+};
+
+}  // namespace
+
+std::unique_ptr<RemoteAgents> RemoteAgents::make(std::string transport,
+                                                 std::vector<std::string> hosts, Launch launch,
+                                                 std::string local_address) {
+  auto state = std::make_unique<State>();
+  state->transport = std::move(transport);
+  state->hosts = std::move(hosts);
+  state->launch = std::move(launch);
+  state->local_address = std::move(local_address);
+  return std::unique_ptr<RemoteAgents>(new RemoteAgents(std::move(state)));
+}
+
 std::unique_ptr<RemoteAgents> RemoteAgents::connect(const std::vector<HostEntry>& hosts,
                                                     std::chrono::milliseconds connect_timeout,
                                                     std::vector<std::string>& errors) {
@@ -296,37 +328,48 @@ std::unique_ptr<RemoteAgents> RemoteAgents::connect(const std::vector<HostEntry>
   for (const auto& h : hosts) targets.push_back({h.host, h.user, h.port});
   SshOptions options;
   options.connect_timeout = connect_timeout;
-  auto sessions = connect_all(targets, options);
-  for (const auto& s : sessions) {
+  auto results = connect_all(targets, options);
+  for (const auto& s : results) {
     if (auto* e = std::get_if<SshError>(&s)) errors.push_back(e->what());
   }
   if (!errors.empty()) return nullptr;
-  auto state = std::make_unique<State>();
-  for (auto& s : sessions) state->sessions.push_back(std::move(std::get<SshSession>(s)));
-  return std::unique_ptr<RemoteAgents>(new RemoteAgents(std::move(state)));
+  // Connected, not started yet: start() hands each session to its agent's command.
+  auto sessions = std::make_shared<std::vector<SshSession>>();
+  std::vector<std::string> names;
+  for (auto& s : results) {
+    sessions->push_back(std::move(std::get<SshSession>(s)));
+    names.push_back(sessions->back().host());
+  }
+  std::string address = sessions->empty() ? std::string() : sessions->front().local_address();
+  return make(
+      "ssh", std::move(names),
+      [sessions](std::size_t i, Agent agent) -> std::unique_ptr<AgentProcess> {
+        return std::make_unique<SshAgent>(RemoteCommand::start(
+            std::move((*sessions)[i]), std::move(agent.command), std::move(agent.payload)));
+      },
+      std::move(address));
 }
 
 std::string RemoteAgents::local_address() const {
-  return state_->sessions.empty() ? std::string() : state_->sessions.front().local_address();
+  return state_->local_address;
 }
 
 void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
   state_->lost = std::make_unique<LossReports>(std::move(on_lost));  // Before the relay starts.
-  for (std::size_t i = 0; i < agents.size() && i < state_->sessions.size(); ++i) {
-    std::string host = state_->sessions[i].host();
-    log::debug("ssh {}: starting the agent of node {}: {}", host, agents[i].node_rank,
-               agents[i].command);
+  for (std::size_t i = 0; i < agents.size() && i < state_->hosts.size(); ++i) {
+    const std::string& host = state_->hosts[i];
+    log::debug("{} {}: starting the agent of node {}: {}", state_->transport, host,
+               agents[i].node_rank, agents[i].command);
+    int node_rank = agents[i].node_rank;
     state_->agents.push_back(State::Running{
-        agents[i].node_rank, host,
-        RemoteCommand::start(std::move(state_->sessions[i]), std::move(agents[i].command),
-                             std::move(agents[i].payload)),
+        node_rank, host, state_->launch(i, std::move(agents[i])),
         // The agent already tagged each line with its rank.
         std::make_unique<StreamOutput>(StreamRoute{STDOUT_FILENO, "", -1, false}, 0),
         std::make_unique<StreamOutput>(StreamRoute{STDERR_FILENO, "", -1, false}, 0)});
   }
   log::info("agents started on {} host{}", state_->agents.size(),
             state_->agents.size() == 1 ? "" : "s");
-  state_->sessions.clear();
+  state_->launch = nullptr;  // Releases what it holds (SSH: the sessions, now all moved).
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) == 0) {
     state_->wake_r = wake[0];
@@ -344,20 +387,20 @@ void RemoteAgents::finish(std::chrono::milliseconds bound) {
     // Each agent ends by itself once its job is over; done_fd says when.
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    pollfd p{a.command.done_fd(), POLLIN, 0};
+    pollfd p{a.command->done_fd(), POLLIN, 0};
     poll(&p, 1, static_cast<int>(std::max<long>(0, left.count())));
   }
   for (auto& a : state_->agents) {
-    pollfd p{a.command.done_fd(), POLLIN, 0};
+    pollfd p{a.command->done_fd(), POLLIN, 0};
     if (poll(&p, 1, 0) == 0)
-      log::debug("ssh {}: agent still running, closing the connection", a.host);
-    a.command.stop();
+      log::debug("{} {}: agent still running, closing its stdin", state_->transport, a.host);
+    a.command->stop();
   }
 }
 
 RemoteAgents::~RemoteAgents() {
   state_->over();
-  for (auto& a : state_->agents) a.command.stop();
+  for (auto& a : state_->agents) a.command->stop();
   // The relay ends once every agent has ended and its pipes are drained; stop() ends them.
   if (state_->relay.joinable()) state_->relay.join();
   for (int fd : {state_->wake_r, state_->wake_w}) {

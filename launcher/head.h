@@ -11,6 +11,7 @@
 
 #include "hostfiles/hostfile.h"
 #include "launcher/options.h"
+#include "launcher/ssh.h"
 
 namespace mlrun {
 
@@ -59,6 +60,23 @@ class LossReports {
   Callback on_lost_;
 };
 
+/// One started agent as the relay sees it: an SSH command (RemoteCommand), or a process on this
+/// machine for a simulated node (transport/local.h). The same relay, loss reports and teardown
+/// serve both, so a simulation exercises the head's real code.
+class AgentProcess {
+ public:
+  virtual ~AgentProcess() = default;
+  /// As RemoteCommand's: output pipes' read ends (non-blocking, owned by this object), and a
+  /// descriptor that becomes readable for good once the agent has ended.
+  virtual int stdout_fd() const = 0;
+  virtual int stderr_fd() const = 0;
+  virtual int done_fd() const = 0;
+  /// Blocks until the agent has ended; repeatable.
+  virtual RemoteExit wait() = 0;
+  /// Ends the agent's stdin, its lifeline: it stops its workers and exits. Idempotent.
+  virtual void stop() = 0;
+};
+
 /// The agents on remote hosts: started over SSH in parallel, their output relayed to this
 /// process's stdout and stderr line by line, and watched: an agent that ends before the job does
 /// is reported to on_lost (from the relay thread).
@@ -70,12 +88,18 @@ class RemoteAgents {
     std::string payload;  ///< Its stdin: the job description and the token.
   };
   using LostCallback = LossReports::Callback;
+  /// Starts the agent of hosts[index] (start() calls it in order, on its own thread).
+  using Launch = std::function<std::unique_ptr<AgentProcess>(std::size_t index, Agent agent)>;
 
   /// Connects to every agent's host at once. On any failure nothing is connected and every
   /// failure is in errors, one line per host.
   static std::unique_ptr<RemoteAgents> connect(const std::vector<HostEntry>& hosts,
                                                std::chrono::milliseconds connect_timeout,
                                                std::vector<std::string>& errors);
+  /// Agents on hosts started by launch, through the transport named (in debug lines);
+  /// local_address is what local_address() returns.
+  static std::unique_ptr<RemoteAgents> make(std::string transport, std::vector<std::string> hosts,
+                                            Launch launch, std::string local_address);
   /// This machine's address as the first host sees it.
   std::string local_address() const;
   /// Starts the agents, in the order of connect()'s hosts.

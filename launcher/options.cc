@@ -202,7 +202,7 @@ const std::vector<OptionSpec>& table() {
          o.exports.push_back(v);
        }},
       {{"--backend"}, true, one_of(&Options::backend, {"auto", "nccl", "gloo", "mpi"})},
-      {{"--launcher"}, true, one_of(&Options::launcher, {"auto", "local", "ssh", "slurm"})},
+      {{"--launcher"}, true, one_of(&Options::launcher, {"auto", "local", "ssh", "slurm", "sim"})},
       {{"--iface"}, true, text(&Options::iface)},
       {{"--dry_run"}, false, flag(&Options::dry_run)},
       // torchrun 2.x's name for the same period.
@@ -490,6 +490,8 @@ mlrun options:
   --iface NAME|auto                network interface for the backend (default auto)
   --launcher auto|local|ssh|slurm  how nodes are reached (default auto: -H/--hostfile over SSH,
                                    inside a Slurm allocation its nodes through srun)
+  --launcher sim                   simulate each -H/--hostfile node with a real agent on this
+                                   machine, named after the host (tests, benchmarks; docs/scale.md)
   --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5;
                                    torchrun's --shutdown_timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT)
   --stdin rank0|none               give this terminal or input to global rank 0 (default rank0)

@@ -32,6 +32,7 @@
 #include "launcher/plan.h"
 #include "launcher/signal_relay.h"
 #include "launcher/summary.h"
+#include "transport/local.h"
 #include "transport/slurm.h"
 #include "transport/slurm_env.h"
 #include "transport/ssh.h"
@@ -196,6 +197,8 @@ std::unique_ptr<transport::Transport> open_transport(const Options& o,
     t = transport::make_slurm_transport(errors, &config);
     // Each agent stops its workers before Slurm's own SIGKILL when Slurm stops the job.
     *grace = transport::grace_within_kill_wait(*grace, config.kill_wait);
+  } else if (o.launcher == "sim") {
+    t = transport::make_local_transport(nodes);
   } else if (!nodes.empty()) {
     t = transport::connect_ssh(nodes, std::chrono::seconds(10), errors);
   }
@@ -354,9 +357,10 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
   int offset = 0;
   for (std::size_t i = 0; i < plan.hosts.nodes.size(); ++i) {
     const auto& n = plan.hosts.nodes[i];
-    std::string how = slurm     ? "agent through srun"
-                      : n.local ? "this host, no SSH"
-                                : "agent over SSH";
+    std::string how = slurm                 ? "agent through srun"
+                      : o.launcher == "sim" ? "simulated: an agent on this machine"
+                      : n.local             ? "this host, no SSH"
+                                            : "agent over SSH";
     std::string host = (n.host.user.empty() ? "" : n.host.user + "@") + n.host.host;
     if (!counted) {
       fmt::print("node {} ({}): {}, {}\n", i, host,
@@ -580,8 +584,11 @@ int launch_command(const std::vector<std::string>& args) {
             host_name());
   if (!level_error.empty()) errors.push_back(std::move(level_error));
   // Where the nodes come from: the command line, a Slurm allocation or step, or this host.
-  for (auto& e : transport::choose_launcher(parsed.options, transport::read_slurm_env(),
-                                            transport::resolve_node)) {
+  auto chosen = parsed.options.launcher == "sim"
+                    ? transport::choose_sim_launcher(parsed.options)
+                    : transport::choose_launcher(parsed.options, transport::read_slurm_env(),
+                                                 transport::resolve_node);
+  for (auto& e : chosen) {
     errors.push_back(std::move(e));
   }
   return launch(parsed.options, std::move(errors));

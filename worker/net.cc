@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -45,6 +46,8 @@ int free_tcp_port() {
 }
 
 std::string host_name() {
+  // A simulated node (--launcher sim, transport/local.h) goes by its hostfile name.
+  if (const char* sim = std::getenv("MLRUN_NODE_NAME"); sim && *sim) return sim;
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "localhost";
   return name;

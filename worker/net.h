@@ -9,7 +9,8 @@ namespace mlrun {
 /// Throws std::runtime_error when no socket can be bound.
 int free_tcp_port();
 
-/// This node's host name.
+/// This host's name (gethostname), or MLRUN_NODE_NAME when set: the name a simulated node
+/// goes by (--launcher sim, transport/local.h).
 std::string host_name();
 
 }  // namespace mlrun

@@ -1,0 +1,62 @@
+# --launcher sim (transport/local.h): a job of many simulated nodes on this machine, each a real
+# `mlrun agent` with its own node name, through the head's real relay and rendezvous server.
+# Every worker starts on its own node; a failure on one node stops every worker on every node
+# with the failed worker's exit code and node named; Ctrl-C on the head stops everything; nothing
+# is left after either (agents, their lifelines and workers all carry the node names of this
+# test in MLRUN_NODE_NAME). MLRUN_SIM_TEST_NODES sets the size (default 128).
+source "$(dirname "$0")/common.sh"
+
+nodes=${MLRUN_SIM_TEST_NODES:-128}
+fail_rank=$((nodes / 2 + 5))
+for ((i = 0; i < nodes; i++)); do echo "$MARKER-n$i slots=1"; done >"$T/hostfile"
+
+write_worker worker.sh '
+echo "$MLRUN_NODE_NAME $GROUP_RANK" >"$T/up.$RANK"
+if [ "$RANK" = "$FAIL_RANK" ]; then
+  while [ ! -e "$T/fail" ]; do "$T/sleep" 0.2; done
+  exit 3
+fi
+exec "$T/sleep" 1000'
+
+# Every process of the job: the marker in its argv (workers) or in its node name (agents).
+job_pids() {
+  marker_pids
+  grep -ls -- "MLRUN_NODE_NAME=$MARKER" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3
+}
+nothing_left() { [ -z "$(job_pids)" ]; }
+all_up() { [ "$(count_files "$T/up.*")" -eq "$nodes" ]; }
+
+# Each worker ran on its own simulated node, named after its hostfile line.
+check_nodes() {
+  local r
+  for ((r = 0; r < nodes; r++)); do
+    [ "$(cat "$T/up.$r")" = "$MARKER-n$r $r" ] || fail "rank $r ran as '$(cat "$T/up.$r")'"
+  done
+}
+
+# 1. A failure on one node stops every worker on every node.
+start_mlrun --launcher sim --hostfile "$T/hostfile" -x "FAIL_RANK=$fail_rank" "$T/worker.sh"
+wait_until 180 all_up || fail "$(count_files "$T/up.*") of $nodes workers started"
+check_nodes
+touch "$T/fail"
+wait_mlrun 120
+expect_rc 3
+expect_grep "$T/err" "First failure: rank $fail_rank .*node $fail_rank \($MARKER-n$fail_rank\)"
+wait_until 30 nothing_left || fail "left after the failure: $(job_pids | head -5 | paste -sd' ')"
+echo "failure: $nodes nodes stopped, nothing left"
+
+# 2. Ctrl-C on the head.
+rm -f "$T"/up.* "$T/fail"
+start_mlrun --launcher sim --hostfile "$T/hostfile" -x "FAIL_RANK=-1" "$T/worker.sh"
+wait_until 180 all_up || fail "$(count_files "$T/up.*") of $nodes workers started"
+kill -INT "$MLRUN_PID"
+wait_mlrun 120
+expect_rc 130
+wait_until 30 nothing_left || fail "left after SIGINT: $(job_pids | head -5 | paste -sd' ')"
+echo "SIGINT: $nodes nodes stopped, nothing left"
+
+# 3. The flag says what it needs.
+run_mlrun --launcher sim /bin/true
+expect_rc 2
+expect_grep "$T/err" "--launcher sim needs the simulated nodes: give --hostfile or -H"
+echo PASS
