@@ -42,6 +42,7 @@
 #include "worker/log.h"
 #include "worker/net.h"
 #include "worker/network.h"
+#include "worker/output.h"
 #include "worker/signals.h"
 
 namespace mlrun {
@@ -179,6 +180,12 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   } catch (const std::exception& e) {
     error(e.what());
     code = 1;
+  }
+  if (std::size_t dropped = console_dropped_lines(); dropped > 0) {
+    console_write(STDERR_FILENO,
+                  fmt::format("mlrun: {} lines of worker output were dropped: the terminal or pipe "
+                              "took none for {} ms\n",
+                              dropped, kConsoleStall.count()));
   }
   // The loop's signal handlers are gone (Asio restores the default actions): a late SIGUSR1
   // must still not end this process while it waits for its agents.

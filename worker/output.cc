@@ -1,8 +1,13 @@
 #include "worker/output.h"
 
+#include <limits.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+
+#include <fmt/format.h>
 
 namespace mlrun {
 
@@ -58,6 +63,63 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
+namespace {
+
+// A console that stopped taking output: what was dropped since, for the note when it resumes.
+struct ConsoleState {
+  bool stalled = false;
+  std::size_t dropped_lines = 0;
+};
+ConsoleState& console_state(int fd) {
+  static ConsoleState states[3], other;
+  return fd >= 0 && fd < 3 ? states[fd] : other;
+}
+std::size_t total_dropped = 0;
+
+}  // namespace
+
+bool console_write(int fd, std::string_view data) {
+  using std::chrono::steady_clock;
+  ConsoleState& st = console_state(fd);
+  // Once stalled, a console gets no more waiting until it takes bytes again.
+  auto deadline = steady_clock::now() + (st.stalled ? std::chrono::milliseconds(0) : kConsoleStall);
+  while (!data.empty()) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
+    pollfd p{fd, POLLOUT, 0};
+    int r = poll(&p, 1, static_cast<int>(std::max<long>(0, left.count())));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 || (p.revents & (POLLERR | POLLNVAL)) != 0) return false;
+    if (r == 0) {
+      std::size_t lines = static_cast<std::size_t>(std::count(data.begin(), data.end(), '\n'));
+      st.stalled = true;
+      st.dropped_lines += std::max<std::size_t>(lines, 1);
+      total_dropped += std::max<std::size_t>(lines, 1);
+      return true;
+    }
+    if (st.stalled) {
+      st.stalled = false;
+      std::string note =
+          fmt::format("mlrun: {} lines of output dropped here: nothing read them for {} ms\n",
+                      st.dropped_lines, kConsoleStall.count());
+      st.dropped_lines = 0;
+      if (!console_write(fd, note)) return false;
+    }
+    // At most PIPE_BUF after POLLOUT: a pipe that reports room takes that much without blocking.
+    ssize_t n = write(fd, data.data(), std::min<std::size_t>(data.size(), PIPE_BUF));
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::size_t console_dropped_lines() {
+  return total_dropped;
+}
+
 StreamOutput::StreamOutput(StreamRoute route, std::size_t tail_lines)
     : route_(std::move(route)), tail_(route_.keep_tail ? tail_lines : 0) {}
 
@@ -79,7 +141,7 @@ void StreamOutput::emit(std::string_view line, bool newline) {
 
 void StreamOutput::write_pending() {
   if (pending_.empty()) return;
-  if (!write_all(route_.console_fd, pending_)) route_.console_fd = -1;
+  if (!console_write(route_.console_fd, pending_)) route_.console_fd = -1;
   pending_.clear();
 }
 

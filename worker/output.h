@@ -49,6 +49,19 @@ class LineTail {
 /// Writes all of data to fd, retrying short writes. Returns false once fd refuses (EPIPE, ...).
 bool write_all(int fd, std::string_view data);
 
+/// How long the launcher waits for its terminal (or the pipe it writes to) to take output.
+/// Past it the output is dropped and counted, and the console gets no more waiting until it
+/// takes bytes again: a reader that stopped reading never blocks signals or teardown.
+inline constexpr std::chrono::milliseconds kConsoleStall{1000};
+
+/// Writes data to a console fd (stdout, stderr) within kConsoleStall, dropping what does not fit;
+/// when the console takes bytes again, a note with the count of dropped lines comes first.
+/// Returns false once fd refuses (EPIPE, ...).
+bool console_write(int fd, std::string_view data);
+
+/// Lines dropped by console_write in this process so far.
+std::size_t console_dropped_lines();
+
 /// Where one stream of one worker goes.
 struct StreamRoute {
   int console_fd = -1;  ///< -1: not shown on the terminal.
