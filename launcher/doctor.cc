@@ -298,7 +298,11 @@ int doctor_command(const std::vector<std::string>& args) {
   } else if (!o.hosts.empty()) {
     report.remote_hosts = fmt::format("-H {}", o.hosts);
   }
-  if (report.remote_hosts.empty()) {
+  // Inside an allocation (not one of its steps) with no hosts named: the allocation's nodes.
+  auto slurm = transport::read_slurm_env();
+  if (report.remote_hosts.empty() && slurm.in_allocation() && !slurm.in_step()) {
+    if (int rc = check_slurm_nodes(o, slurm, report); rc != 0) return rc;
+  } else if (report.remote_hosts.empty()) {
     report.remote_status = "none (give --hostfile or -H to check other hosts)";
   } else if (int rc = check_remote_hosts(o, hosts.hosts, report); rc != 0) {
     return rc;

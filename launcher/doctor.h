@@ -104,6 +104,7 @@ struct HostReport {
   std::string host;      ///< As listed (hostfile, -H), or this host's name.
   std::string hostname;  ///< The host's own name, where it differs from host; else empty.
   bool local = true;
+  bool via_srun = false;  ///< Probed through srun in a Slurm allocation, not over SSH.
   /// Remote hosts: whether SSH worked (ssh_error says why not) and the probe's report came back
   /// (probe_error says why not). Without them the sections below are empty.
   bool reachable = true;

@@ -18,6 +18,8 @@
 #include "hostfiles/hostfile.h"
 #include "launcher/doctor.h"
 
+#include "transport/slurm_env.h"
+
 namespace mlrun {
 
 using Clock = std::chrono::steady_clock;
@@ -36,6 +38,13 @@ std::string last_line(std::string_view s);
 /// for the port check could not be served (the error is printed).
 int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hosts,
                        DoctorReport& report);
+
+/// Inside a Slurm allocation without --hostfile/-H: the job, its nodes and Slurm's version and
+/// KillWait in remote_hosts, and every node's section probed through one srun step (with the
+/// rendezvous port check toward this host). Returns 0, 1 when srun, scontrol or the port's
+/// server is missing, 2 for a malformed node list (each error printed).
+int check_slurm_nodes(const DoctorOptions& o, const transport::SlurmEnv& slurm,
+                      DoctorReport& report);
 
 /// --stdin-lifeline: exits this process, and the probe it waits for, when stdin reaches EOF.
 void watch_stdin_lifeline();

@@ -73,13 +73,13 @@ std::string host_text(const HostReport& h) {
   if (h.local) {
     s += fmt::format("host {} (this host)\n", h.host);
   } else {
-    s += fmt::format("host {} (over SSH{})\n", h.host,
+    s += fmt::format("host {} ({}{})\n", h.host, h.via_srun ? "through srun" : "over SSH",
                      h.address.empty() ? "" : fmt::format("; this host is {} to it", h.address));
     if (!h.reachable) {
       s += fmt::format("  SSH         unreachable: {}\n", h.ssh_error);
       return s;
     }
-    s += "  SSH         ok\n";
+    if (!h.via_srun) s += "  SSH         ok\n";
     if (h.probe_timed_out) {
       s += fmt::format("  Probe       {}\n", h.probe_error);
     } else if (!h.probe_error.empty()) {
