@@ -288,8 +288,9 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   // 3. An agent on every other node.
   rendezvous::Server* served = &*server;
   if (head_signals) {
-    // Inside an allocation a SIGTERM to the head is Slurm's (the batch script's step) as a rule.
-    std::string note = o.launcher == "slurm"
+    // A head in a batch script (a step on a node: SLURMD_NODENAME is set) gets Slurm's SIGTERM
+    // with every task; one under salloc, on the submit host, gets it from a person or a script.
+    std::string note = o.launcher == "slurm" && std::getenv("SLURMD_NODENAME") != nullptr
                            ? transport::slurm_signal_note(transport::read_slurm_env().job_id)
                            : "";
     head_signals->on_interrupt([served, note](const std::string& reason) {

@@ -83,3 +83,19 @@ wait_files() {
   enough() { [ "$(count_files "$2")" -ge "$3" ]; }
   wait_until "$1" enough "$@" || fail "$(count_files "$2") of $3 files $2 after $1 s: $(cat "$T/out")"
 }
+
+# start_loop_job: mlrun as the command of `salloc -N3` (start_salloc), 2 workers a node that loop
+# until stopped, each leaving $T/started.RANK and, on SIGTERM, $T/term.RANK. Returns once all 6
+# run; sets HEAD to mlrun's pid.
+start_loop_job() {
+  cat >"$T/worker.sh" <<'SH'
+trap 'echo "rank $RANK got SIGTERM" >"$T/term.$RANK"; exit 0' TERM
+touch "$T/started.$RANK"
+while :; do "$T/sleep" 0.1; done
+SH
+  export T
+  start_salloc sh -c 'exec "$0" "$@"' "$MLRUN" --nproc_per_node=2 sh "$T/worker.sh"
+  wait_files 60 "$T/started.*" 6
+  HEAD=$(pgrep -f -- "^$MLRUN --nproc_per_node=2 sh $T/worker.sh" | head -1)
+  [ -n "$HEAD" ] || fail "no mlrun head found"
+}

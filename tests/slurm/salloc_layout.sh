@@ -10,6 +10,19 @@ in_t salloc -N3 -J "$MARKER" -Q timeout 60 "$MLRUN" --dry-run --nproc_per_node=2
   >"$T/dry" 2>&1 || fail "dry run failed: $(cat "$T/dry")"
 expect_grep "$T/dry" '^transport: slurm \(inside Slurm allocation [0-9]+ \(SLURM_JOB_ID\) with no --hostfile/-H'
 expect_grep "$T/dry" '^node 1 \(sn02\): ranks 2-3, agent through srun$'
+# --exclude, --nnodes and -np apply to the allocation's nodes as to a hostfile's.
+in_t salloc -N3 -J "$MARKER" -Q timeout 60 "$MLRUN" --dry-run --nproc_per_node=2 --exclude sn02 \
+  sh "$T/where.sh" >"$T/dry2" 2>&1 || fail "dry run --exclude failed: $(cat "$T/dry2")"
+expect_grep "$T/dry2" '^node 1 \(sn03\): ranks 2-3, agent through srun$'
+in_t salloc -N3 -J "$MARKER" -Q timeout 60 "$MLRUN" --dry-run --nproc_per_node=2 --nnodes=2 \
+  -np 3 sh "$T/where.sh" >"$T/dry3" 2>&1 || fail "dry run --nnodes failed: $(cat "$T/dry3")"
+expect_grep "$T/dry3" '^node 1 \(sn02\): ranks 2-2, agent through srun$'
+expect_no_grep "$T/dry3" 'sn03'
+rc=0
+in_t salloc -N3 -J "$MARKER" -Q timeout 60 "$MLRUN" --dry-run --nnodes=4 sh "$T/where.sh" \
+  >"$T/dry4" 2>&1 || rc=$?
+[ $rc -eq 2 ] || fail "--nnodes=4 in 3 nodes: expected exit 2, got $rc"
+expect_grep "$T/dry4" '^mlrun: error: --nnodes=4: the allocation has 3 nodes$'
 rc=0
 in_t salloc -N3 -J "$MARKER" -Q timeout 120 "$MLRUN" --nproc_per_node=2 sh "$T/where.sh" \
   >"$T/out" 2>&1 || rc=$?

@@ -3,13 +3,7 @@
 # with the node named once Slurm declares the node failed (SlurmdTimeout, 10 s on the test
 # cluster; bound 45 s), and nothing of the job is left on the other nodes.
 source "$(dirname "$0")/lib.sh"
-cat >"$T/worker.sh" <<'SH'
-touch "$T/started.$RANK"
-while :; do "$T/sleep" 0.1; done
-SH
-export T
-start_salloc "$MLRUN" --nproc_per_node=2 sh "$T/worker.sh"
-wait_files 60 "$T/started.*" 6
+start_loop_job
 "$SLURM_CLUSTER" kill-node 2
 trap '"$SLURM_CLUSTER" start-node 2 >/dev/null; cleanup' EXIT
 began=$(now_ms)
