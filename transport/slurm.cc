@@ -106,8 +106,9 @@ class SlurmTransport : public Transport {
     for (const auto& n : nodes_) {
       if (host.empty() || n.host != host) continue;
       // Said at once, and not only through the job's abort: when Slurm itself cancels the step
-      // for a failed node, its SIGTERM to the other agents may abort the job first.
-      if (!over_) fmt::print(stderr, "mlrun: node {} ({}) lost: {}\n", n.node_rank, host, why);
+      // for a failed node, its SIGTERM to the other agents may abort the job, and end the head's
+      // watch, before srun reports the node.
+      fmt::print(stderr, "mlrun: node {} ({}) lost: {}\n", n.node_rank, host, why);
       return report(n.node_rank, host, why);
     }
   }
