@@ -33,7 +33,8 @@ using nlohmann::json;
 
 // Keys of one attempt (generation) g. The attempt number is in every key, so no attempt ever
 // sees another's state.
-//   mlrun/G/master        "addr:port" of MASTER_ADDR/MASTER_PORT, set by node 0
+//   mlrun/G/master        "addr:port" of MASTER_ADDR/MASTER_PORT, set by node 0: the rendezvous
+//                         endpoint with --store mlrun, else a port free on node 0
 //   mlrun/G/failed        the first failure's record (compare-and-set: the first one wins)
 //   mlrun/G/notify/N      "fail" (a failure somewhere) or "end" (node N's group ended)
 //   mlrun/G/result/N      node N's group ended: {"ok": bool, "code": int}
@@ -387,7 +388,13 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   // Builds this node's workers of attempt g (restart_count: TORCHELASTIC_RESTART_COUNT).
   auto make_specs = [&](rdzv::Client& c, int g, const rdzv::NodeAssignment& a, int restart_count) {
     std::string master;
-    if (a.node_rank == 0) {
+    if (a.node_rank == 0 && job.env.agent_store) {
+      // The rendezvous server is the TCPStore (docs/torch-store.md): a fresh key space for this
+      // attempt before any of its workers starts (the others wait for the master key below).
+      c.set(std::string(rdzv::kTorchStoreGenerationKey), std::to_string(g));
+      master = job.endpoint;
+      c.set(key(g, "master"), master);
+    } else if (a.node_rank == 0) {
       std::string addr = job.master_addr;
       if (addr.empty()) {
         std::string host;
@@ -406,9 +413,9 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     env.rank_offset = a.rank_offset;
     env.local_world_size = job.nproc;
     env.world_size = a.world_size;
-    auto colon = master.rfind(':');
-    env.master_addr = master.substr(0, colon);
-    env.master_port = std::stoi(master.substr(colon + 1));
+    if (!split_endpoint(master, env.master_addr, env.master_port)) {
+      throw std::runtime_error(fmt::format("bad master address {} from node 0", master));
+    }
     env.restart_count = restart_count;
     env.rdzv_endpoint = job.endpoint;
     env.rdzv_token = job.token;

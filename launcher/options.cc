@@ -204,6 +204,7 @@ const std::vector<OptionSpec>& table() {
       {{"--backend"}, true, one_of(&Options::backend, {"auto", "nccl", "gloo", "mpi"})},
       {{"--launcher"}, true, one_of(&Options::launcher, {"auto", "local", "ssh", "slurm", "sim"})},
       {{"--iface"}, true, text(&Options::iface)},
+      {{"--store"}, true, one_of(&Options::store, {"mlrun", "torch"})},
       {{"--dry_run"}, false, flag(&Options::dry_run)},
       // torchrun 2.x's name for the same period.
       {{"--grace_period", "--shutdown_timeout"}, true, seconds(&Options::grace_period)},
@@ -492,6 +493,8 @@ mlrun options:
                                    inside a Slurm allocation its nodes through srun)
   --launcher sim                   simulate each -H/--hostfile node with a real agent on this
                                    machine, named after the host (tests, benchmarks; docs/scale.md)
+  --store mlrun|torch              who serves PyTorch's TCPStore at MASTER_ADDR:MASTER_PORT: mlrun's
+                                   rendezvous server (default) or worker rank 0 (PyTorch's own)
   --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5;
                                    torchrun's --shutdown_timeout, TORCH_ELASTIC_SHUTDOWN_TIMEOUT)
   --stdin rank0|none               give this terminal or input to global rank 0 (default rank0)

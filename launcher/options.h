@@ -72,6 +72,9 @@ struct Options {
   std::string launcher = "auto";
   std::string launcher_why;
   std::string backend = "auto";
+  /// Who serves PyTorch's TCPStore: "mlrun" (the rendezvous server, docs/torch-store.md) or
+  /// "torch" (worker rank 0 binds MASTER_PORT, as before).
+  std::string store = "mlrun";
   std::string iface = "auto";
   bool dry_run = false;
   double grace_period = 5.0;  ///< Seconds between SIGTERM and SIGKILL at teardown.

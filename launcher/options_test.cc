@@ -12,6 +12,14 @@ ParseResult parse(std::vector<std::string> args) {
   return parse_options(args);
 }
 
+TEST(Options, StoreIsMlrunByDefaultAndTorchOnRequest) {
+  EXPECT_EQ(parse({"app"}).options.store, "mlrun");
+  EXPECT_EQ(parse({"--store", "torch", "app"}).options.store, "torch");
+  auto bad = parse({"--store=redis", "app"});
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_NE(bad.errors[0].message.find("--store"), std::string::npos);
+}
+
 TEST(Options, TorchrunCommandLineInBothSpellings) {
   auto r = parse({"--nproc-per-node=4",
                   "--nnodes",

@@ -210,6 +210,7 @@ GroupEnv env_template(const Options& o, const LaunchPlan& plan) {
   g.role = o.role;
   g.job_id = plan.job_id;
   g.backend = plan.backend;
+  g.agent_store = o.store == "mlrun";
   g.overrides = plan.exports;
   g.defaults = plan.network_defaults;
   // PyTorch 1.x and 2.x names for NCCL's asynchronous error handling, as torchrun sets them.
@@ -233,6 +234,14 @@ void print_option_sources(const Options& o) {
   }
 }
 
+std::string store_line(const Options& o) {
+  if (o.store == "torch") {
+    return "store: --store torch: worker rank 0 serves PyTorch's TCPStore on MASTER_PORT";
+  }
+  return "store: --store mlrun: mlrun's rendezvous server is PyTorch's TCPStore at "
+         "MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True; no worker binds it)";
+}
+
 void print_dry_run(const Options& o, const LaunchPlan& plan) {
   GroupEnv g = env_template(o, plan);
   g.node_rank = o.node_rank;
@@ -244,6 +253,7 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
   fmt::print("transport: local ({})\n", o.launcher_why);
   fmt::print("node {} ({}): ranks {}-{}, interface {}\n", o.node_rank, plan.hostname, g.rank_offset,
              g.rank_offset + plan.nproc - 1, plan.iface.reason);
+  fmt::print("{}\n", store_line(o));
   Environment empty;
   for (int lr = 0; lr < plan.nproc; ++lr) {
     fmt::print("  rank {} (local rank {}): {}\n", g.rank_offset + lr, lr, shell_words(plan.argv));

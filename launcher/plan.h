@@ -88,6 +88,8 @@ void print_option_sources(const Options& o);
 
 /// Prints a single node's plan for --dry-run.
 void print_dry_run(const Options& o, const LaunchPlan& plan);
+/// One line for --dry-run: who serves PyTorch's TCPStore (--store).
+std::string store_line(const Options& o);
 
 /// Where a worker's output goes: the terminal (tagged, filtered, redirected as asked) and,
 /// with a log directory, DIR/attempt_N/RANK/{stdout,stderr}.log.

@@ -65,9 +65,11 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
   RendezvousPlan r;
   const char* token = std::getenv("MLRUN_RDZV_TOKEN");
   if (o.nnodes_max == 1) {
-    // One node: a private server on loopback, on any port, with a fresh secret.
+    // One node: a private server on loopback, with a fresh secret; on --master_port when it is
+    // also PyTorch's store (as torchrun's agent store is), else on any free port.
     r.serve = true;
     r.listen_host = "127.0.0.1";
+    if (o.store == "mlrun") r.port = o.master_port;
     r.token = random_hex(16);
     return r;
   }
@@ -96,7 +98,14 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
       r.serve = false;
     }
   }
+  // The job's interface where this node owns the endpoint's address: the TCPStore protocol has
+  // no authentication (docs/torch-store.md). Otherwise every interface, as before.
   r.listen_host = "0.0.0.0";
+  if (o.store == "mlrun" && r.serve) {
+    std::string host;
+    int port;
+    if (split_endpoint(r.endpoint, host, port) && is_local_address(host)) r.listen_host = host;
+  }
   r.token =
       token != nullptr && *token != '\0'
           ? token
@@ -276,8 +285,12 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   if (agents && !advertised.empty() && o.master_addr.empty()) choose_network(o, plan, advertised);
   std::string token = random_hex(16);
   try {
-    server.emplace(
-        rendezvous::Server::start(rendezvous::ServerOptions{"0.0.0.0", 0, token, plan.job_id}));
+    // With --store mlrun this is also PyTorch's TCPStore, which has no authentication: listen
+    // on the address the nodes reach (docs/torch-store.md), where it is known here.
+    bool narrow = o.store == "mlrun" && !advertised.empty();
+    rendezvous::ServerOptions so{narrow ? advertised : "0.0.0.0", 0, token, plan.job_id};
+    so.torch_store = o.store == "mlrun";
+    server.emplace(rendezvous::Server::start(std::move(so)));
   } catch (const std::exception& e) {
     error(fmt::format("cannot serve the rendezvous: {}", e.what()));
     return 1;
@@ -380,6 +393,7 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
     offset += n.nproc;
   }
   fmt::print("  command: {}\n", shell_words(plan.argv));
+  fmt::print("  {}\n", store_line(o));
   for (const auto& [name, value] : plan.exports) {
     fmt::print("  -x {}\n",
                name == "MLRUN_RDZV_TOKEN" ? name + "=(secret)" : shell_word(name + "=" + value));
@@ -412,8 +426,9 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   std::optional<rendezvous::Server> server;
   if (rdzv.serve) {
     try {
-      server.emplace(rendezvous::Server::start(
-          rendezvous::ServerOptions{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id}));
+      rendezvous::ServerOptions so{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id};
+      so.torch_store = o.store == "mlrun";
+      server.emplace(rendezvous::Server::start(std::move(so)));
     } catch (const rendezvous::ConnectionError& e) {
       // Joining by endpoint, several nodes may share the endpoint's host: the first to listen
       // serves, the others join it (as torchrun's c10d does).

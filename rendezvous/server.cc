@@ -1,5 +1,6 @@
 #include "rendezvous/server.h"
 
+#include <fcntl.h>
 #include <netinet/tcp.h>
 
 #include <sys/resource.h>
@@ -148,6 +149,9 @@ bool ServerCore::Impl::bind_listeners(const tcp::endpoint& at, std::string* why)
     // into one-second SYN retransmits (the kernel caps it at somaxconn).
     if (!e) a.listen(options_.listen_backlog, e);
     if (!e) a.non_blocking(true, e);
+    // Asio opens sockets without close-on-exec: workers the launcher spawns would inherit the
+    // port and hold it past mlrun's end (and look like its listener, docs/torch-store.md).
+    if (!e) fcntl(a.native_handle(), F_SETFD, FD_CLOEXEC);
     if (!e) group.push_back(std::move(l));
   }
   if (e) {
@@ -203,6 +207,7 @@ void ServerCore::Impl::adopt(tcp::socket socket) {
   error_code ec;
   c->socket.set_option(tcp::no_delay(true), ec);
   c->socket.non_blocking(true, ec);  // send() writes at once when the socket takes it
+  fcntl(c->socket.native_handle(), F_SETFD, FD_CLOEXEC);
   c->in.resize(kReadChunk);
   // A peer that vanishes without a FIN or RST (a dead host, a cut link) fails its connection
   // with ETIMEDOUT within kPeerSilenceBound: keepalive probes an idle connection, and the user

@@ -49,7 +49,8 @@ struct TorchConn {
   // Unconsumed input starts at c->in[begin]: requests behind a waiting one are served in place
   // when it completes, without moving the buffer a pending read writes into.
   std::size_t begin = 0;
-  // The waiting request (WAIT, GET, MULTI_GET), answered once all its keys are set.
+  // The waiting request (WAIT, GET, MULTI_GET), answered once all its keys are set. GET and
+  // MULTI_GET hold the requests behind them; WAIT does not (server_torch.cc).
   bool holding = false;
   torch::Request held;
   std::size_t next = 0;    // held.keys[next] is the first key not yet seen set

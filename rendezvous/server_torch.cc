@@ -15,8 +15,6 @@ namespace {
 
 using torch::Dialect;
 
-// torch 2.x's CANCEL_WAIT opcode: the one request read while another waits.
-constexpr std::uint8_t kCancelWaitCode2 = 12;
 // Read buffer of a TCPStore connection between requests (most are under 200 bytes).
 constexpr std::size_t kTorchReadChunk = 256;
 
@@ -24,6 +22,11 @@ bool is_loopback(const asio::ip::address& a) {
   if (a.is_loopback()) return true;
   return a.is_v6() && a.to_v6().is_v4_mapped() &&
          asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+}
+
+// A GET or MULTI_GET waits for a key: later requests wait behind it.
+bool blocked(const TorchConn& t) {
+  return t.holding && t.held.op != torch::Op::kWait;
 }
 
 }  // namespace
@@ -105,17 +108,11 @@ bool ServerCore::Impl::take_torch(const ConnPtr& c, bool compact) {
   while (t.begin < c->in_used && !c->closed && !c->closing) {
     if (backlogged(*c)) break;  // the rest waits until the replies have left (take_and_read)
     std::span<const std::uint8_t> bytes(c->in.data() + t.begin, c->in_used - t.begin);
-    if (t.holding) {
-      // Only torch 2.x's CANCEL_WAIT is taken while a request waits; the rest waits its turn.
-      if (t.dialect != Dialect::kTorch2 || bytes[0] != kCancelWaitCode2) break;
-      t.begin += 1;
-      torch_forget(*c);
-      t.holding = false;
-      std::string out;
-      torch::append_u8(out, torch::kWaitCanceled);
-      send(c, std::move(out));
-      continue;
-    }
+    // A GET or MULTI_GET of a missing key holds the requests behind it (their replies must
+    // follow its reply). A WAIT does not: PyTorch's server goes on serving the connection and
+    // answers the WAIT whenever its keys are set, and clients rely on that (torch 1.13 sends
+    // its next request after a wait timed out; torch 2.x sends CANCEL_WAIT).
+    if (blocked(t)) break;
     torch::Request r;
     torch::Decoded d = torch::decode(t.dialect, bytes, r);
     if (d.status == torch::DecodeStatus::kNeedMore) {
@@ -133,7 +130,7 @@ bool ServerCore::Impl::take_torch(const ConnPtr& c, bool compact) {
   std::memmove(c->in.data(), c->in.data() + t.begin, c->in_used - t.begin);
   c->in_used -= t.begin;
   t.begin = 0;
-  if (t.holding && c->in_used > torch::kMaxRequestBytes) {
+  if (blocked(t) && c->in_used > torch::kMaxRequestBytes) {
     return torch_fail(c, "more than kMaxRequestBytes sent while a request waited");
   }
   // Room for the whole request being received (its size is known from its length fields and
@@ -144,10 +141,10 @@ bool ServerCore::Impl::take_torch(const ConnPtr& c, bool compact) {
     c->in.shrink_to_fit();
   }
   // A client that stops halfway through a request is cut after frame_timeout.
-  if (c->in_used > 0 && !t.holding && !c->partial) {
+  if (c->in_used > 0 && !blocked(t) && !c->partial) {
     c->partial = true;
     arm_deadline(c, options_.frame_timeout, "an incomplete TCPStore request not finished");
-  } else if (c->partial && (c->in_used == 0 || t.holding)) {
+  } else if (c->partial && (c->in_used == 0 || blocked(t))) {
     c->partial = false;
     ++c->deadline_seq;
     c->deadline.cancel();
@@ -235,7 +232,12 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
       torch::append_i64(out, torch_space_.erase(r.keys[0]) ? 1 : 0);
       break;
     case torch::Op::kCancelWait:
-      // Nothing waits (the wait ended before the cancel came): PyTorch answers the same.
+      // Answered the same whether a wait was still pending or had ended (its 0 went first).
+      if (t.holding) {
+        torch_forget(*c);
+        t.holding = false;
+        t.held = {};
+      }
       torch::append_u8(out, torch::kWaitCanceled);
       break;
     case torch::Op::kPing:
@@ -254,6 +256,8 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
 
 void ServerCore::Impl::torch_hold(const ConnPtr& c, torch::Request r) {
   TorchConn& t = *c->torch;
+  // A WAIT still pending (its client gave up on it) is replaced, never answered.
+  if (t.holding) torch_forget(*c);
   t.held = std::move(r);
   t.next = 0;
   t.holding = true;

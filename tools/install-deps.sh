@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev openssh-server openssh-client python3-torch
   clang-14 libclang-rt-14-dev iproute2 procps psmisc time nftables
+  debootstrap  # tools/torch26-chroot.sh: Debian 13's torch 2.6 for the --store mlrun tests
   slurmctld slurmd slurm-client munge
 )
 missing=()

@@ -69,8 +69,9 @@ std::vector<std::string> worker_environment(const Environment& base, const Group
   env.set("TORCHELASTIC_RESTART_COUNT", std::to_string(g.restart_count));
   env.set("TORCHELASTIC_MAX_RESTARTS", std::to_string(g.max_restarts));
   env.set("TORCHELASTIC_RUN_ID", g.run_id);
-  // PyTorch's rank 0 binds its own TCPStore on MASTER_PORT; mlrun runs no TCPStore.
-  env.set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  // True: mlrun's rendezvous server is the TCPStore at MASTER_ADDR:MASTER_PORT and no worker
+  // binds it (docs/torch-store.md); False: PyTorch's rank 0 binds its own store there.
+  env.set("TORCHELASTIC_USE_AGENT_STORE", g.agent_store ? "True" : "False");
   env.set("TORCHELASTIC_ERROR_FILE", error_file);
   if (g.local_world_size > 1) env.set_default("OMP_NUM_THREADS", "1");
   env.set("MLRUN_JOB_ID", g.job_id);

@@ -25,6 +25,9 @@ struct GroupEnv {
   std::string backend;
   std::string rdzv_endpoint;  ///< Empty: no rendezvous server for this job.
   std::string rdzv_token;
+  /// TORCHELASTIC_USE_AGENT_STORE: MASTER_ADDR:MASTER_PORT is mlrun's server and every worker
+  /// is a client of it (--store mlrun); false: worker rank 0 serves PyTorch's own store there.
+  bool agent_store = false;
   /// Set for every worker, replacing the launcher's value (mlrun's and -x VAR=VALUE).
   std::vector<std::pair<std::string, std::string>> overrides;
   /// Set only where the launcher's environment has no value (backend defaults).

@@ -28,6 +28,13 @@ GroupEnv two_nodes() {
   return g;
 }
 
+TEST(WorkerEnv, AgentStoreMakesEveryWorkerAStoreClient) {
+  GroupEnv g = two_nodes();
+  g.agent_store = true;
+  auto env = worker_environment(Environment(), g, 0, "/e");
+  EXPECT_EQ(get(env, "TORCHELASTIC_USE_AGENT_STORE"), "True");
+}
+
 TEST(WorkerEnv, HasTorchrunVariablesWithTorchrunValues) {
   auto env = worker_environment(Environment({"PATH=/bin", "HOME=/root"}), two_nodes(), 2, "/e");
   EXPECT_EQ(get(env, "RANK"), "6");

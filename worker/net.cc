@@ -1,5 +1,6 @@
 #include "worker/net.h"
 
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -93,6 +94,22 @@ std::string local_address_toward(const std::string& host) {
 std::string make_endpoint(const std::string& host, int port) {
   return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port)
                                              : fmt::format("[{}]:{}", host, port);
+}
+
+bool is_local_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "0", &hints, &found) != 0) return false;
+  bool local = false;
+  int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    local = bind(fd, found->ai_addr, found->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return local;
 }
 
 bool split_endpoint(const std::string& endpoint, std::string& host, int& port) {

@@ -21,6 +21,9 @@ namespace mlrun {
 /// of a route to it (a UDP "connect", no packet sent). Throws std::runtime_error naming host.
 std::string local_address_toward(const std::string& host);
 
+/// True when host is a numeric address of one of this node's interfaces (it can be bound).
+bool is_local_address(const std::string& host);
+
 /// "host:port", or "[v6]:port" for an IPv6 address.
 std::string make_endpoint(const std::string& host, int port);
 

@@ -58,14 +58,16 @@ check_all MASTER_ADDR 127.0.0.1
 check_all TORCHELASTIC_RESTART_COUNT 0
 check_all TORCHELASTIC_MAX_RESTARTS 0
 check_all TORCHELASTIC_RUN_ID none
-check_all TORCHELASTIC_USE_AGENT_STORE False
+# --store mlrun (the default): mlrun's server is the TCPStore on MASTER_PORT (docs/torch-store.md).
+check_all TORCHELASTIC_USE_AGENT_STORE True
 check_all OMP_NUM_THREADS 1
 check_all SET_BY_X set-by-x
 check_all FROM_X exported-value
 check_all KEPT_VAR overridden
 port=$(the_same MASTER_PORT)
 [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] || fail "MASTER_PORT='$port'"
-[ -e "$T/bound" ] || fail "rank 0 could not bind MASTER_PORT $port: $(cat "$T/bind.err")"
+[ ! -e "$T/bound" ] || fail "rank 0 could bind MASTER_PORT $port: mlrun's store does not hold it"
+grep -q "Address already in use" "$T/bind.err" || fail "binding MASTER_PORT: $(cat "$T/bind.err")"
 job=$(the_same MLRUN_JOB_ID)
 [ -n "$job" ] && [ "$job" != "<unset>" ] || fail "MLRUN_JOB_ID is empty"
 backend=$(the_same MLRUN_BACKEND)
@@ -82,7 +84,8 @@ done
 # 2. The user's values: role, address, port, restarts, run id, backend, log dir, OMP_NUM_THREADS.
 fresh
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
-OMP_NUM_THREADS=7 run_mlrun --nproc-per-node 2 --role trainer --master_addr=localhost \
+# --store torch: rank 0 serves PyTorch's own store on the user's address and port.
+OMP_NUM_THREADS=7 run_mlrun --store torch --nproc-per-node 2 --role trainer --master_addr=localhost \
   --master_port "$port" --max_restarts=3 --rdzv_id=job-42 --backend=gloo --log_dir "$T/logs" \
   "$T/dump.sh"
 expect_rc 0
