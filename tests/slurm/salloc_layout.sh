@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mlrun with no host flags inside `salloc -N3`: the allocation's nodes in SLURM_JOB_NODELIST
 # order, 2 workers each (--nproc_per_node), ranks 0-1 on sn01, 2-3 on sn02, 4-5 on sn03, every
-# worker's MASTER_ADDR node 0's address; --dry-run names the transport and why.
+# worker's MASTER_ADDR the head's address 10.78.0.1, where mlrun's rendezvous server is PyTorch's
+# store (--store mlrun, docs/torch-store.md); --dry-run names the transport and why.
 source "$(dirname "$0")/lib.sh"
 cat >"$T/where.sh" <<'SH'
 echo "rank $RANK of $WORLD_SIZE on $(hostname) local $LOCAL_RANK node $GROUP_RANK master $MASTER_ADDR"
@@ -29,7 +30,7 @@ in_t salloc -N3 -J "$MARKER" -Q timeout 120 "$MLRUN" --nproc_per_node=2 sh "$T/w
 [ $rc -eq 0 ] || fail "mlrun exited $rc: $(cat "$T/out")"
 for r in 0 1 2 3 4 5; do
   node=$((r / 2 + 1))
-  expect_grep "$T/out" "^\[$r\] rank $r of 6 on sn0$node local $((r % 2)) node $((node - 1)) master 10\.78\.0\.11$"
+  expect_grep "$T/out" "^\[$r\] rank $r of 6 on sn0$node local $((r % 2)) node $((node - 1)) master 10\.78\.0\.1$"
 done
 [ "$(grep -c ' rank ' "$T/out")" -eq 6 ] || fail "not 6 workers: $(cat "$T/out")"
 assert_no_job_left 15
