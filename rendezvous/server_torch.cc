@@ -58,6 +58,7 @@ bool ServerCore::Impl::keep_silent_torch(const ConnPtr& c) {
   // the client exits. TCP keepalive still bounds a dead peer.
   c->torch = std::make_unique<TorchConn>();
   c->torch->generation = torch_generation_;
+  unpend(*c);  // its address was the check: no longer counted as unauthenticated
   return true;
 }
 

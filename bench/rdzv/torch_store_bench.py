@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""bench/rdzv: real torch 1.13 TCPStore clients doing Gloo's init pattern against PyTorch's own
+TCPStore server and against mlrun's server (`mlrun rdzv --torch-store`), same clients, same run.
+
+  torch_store_bench.py --mlrun BUILD/mlrun [--gloo-clients BUILD/bench/rdzv/gloo_clients]
+                       [--worlds 1024,4096] [--reps 3] [--procs 4] [--threads 32] [--json FILE]
+  torch_store_bench.py client HOST PORT WORLD FIRST NRANKS NTHREADS   (one client process)
+
+Each rank is its own TCPStore client (torch 1.13 opens two connections per client). Its part:
+  1. SET its own key (136 bytes, the size of a Gloo address);
+  2. WAIT + GET the keys of its two ring neighbours (r-1, r+1);
+  3. a store barrier as torch 1.13's _store_based_barrier does it: ADD(key, 1), then ADD(key, 0)
+     polled every 10 ms until it reaches WORLD.
+NTHREADS Python threads per process each drive their ranks phase by phase (a blocking WAIT only
+waits for ranks already past the SET phase). Wall: first connect to last barrier exit
+(CLOCK_MONOTONIC stamps from the clients). The systems alternate per repetition; each run gets a
+fresh server process. Client process p connects to 127.0.0.(p+1) (both servers listen on every
+address), as bench/rdzv/bench.py does.
+
+With --gloo-clients, two more systems run the same pattern against mlrun's server from C++
+clients (bench/rdzv/gloo_clients.cc, a thread per rank), to compare the wire protocols with the
+client language taken out: "tcpstore-c++" (torch 1.13's TCPStore protocol, both connections) and
+"mlrun-own" (mlrun's own protocol through its client library).
+"""
+import argparse
+import datetime
+import json
+import os
+import resource
+import secrets
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIMEOUT_S = 120
+VALUE = bytes(136)
+
+
+def raise_nofile():
+    want = 1 << 17
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+    except (ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def client(host, port, world, first, nranks, nthreads):
+    import torch.distributed as dist
+
+    raise_nofile()
+    threading.stack_size(256 * 1024)
+    timeout = datetime.timedelta(seconds=TIMEOUT_S)
+    go = threading.Event()
+    stamps, errors, lock = [], [], threading.Lock()
+
+    def run(ranks):
+        go.wait(300)
+        try:
+            t0 = time.monotonic_ns()
+            stores = [dist.TCPStore(host, port, world, False, timeout, wait_for_workers=False)
+                      for _ in ranks]
+            for s, r in zip(stores, ranks):
+                s.set(f"gloo/{r}", VALUE)
+            for s, r in zip(stores, ranks):
+                for peer in ((r - 1) % world, (r + 1) % world):
+                    s.wait([f"gloo/{peer}"])
+                    if len(s.get(f"gloo/{peer}")) != len(VALUE):
+                        raise RuntimeError("wrong value")
+            for s in stores:
+                s.add("barrier", 1)
+            left = list(stores)
+            while left:
+                left = [s for s in left if s.add("barrier", 0) < world]
+                if left:
+                    time.sleep(0.01)
+            t1 = time.monotonic_ns()
+            with lock:
+                stamps.append((t0, t1, len(ranks)))
+            del stores
+        except Exception as e:  # noqa: BLE001 -- counted and reported
+            with lock:
+                errors.append(repr(e))
+
+    threads = []
+    for i in range(nthreads):
+        lo, hi = first + nranks * i // nthreads, first + nranks * (i + 1) // nthreads
+        t = threading.Thread(target=run, args=(list(range(lo, hi)),), daemon=True)
+        t.start()
+        threads.append(t)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    go.set()
+    deadline = time.monotonic() + 600
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    if errors:
+        print(f"torch_store_bench: {len(errors)} errors, first: {errors[0]}", file=sys.stderr)
+    start = min((s[0] for s in stamps), default=0)
+    end = max((s[1] for s in stamps), default=0)
+    failed = nranks - sum(s[2] for s in stamps)
+    print(f"result {start} {end} {failed}", flush=True)
+    os._exit(0 if failed == 0 else 1)
+
+
+def start_server(kind, mlrun, world, token):
+    """(process, port) of a fresh server: "torch" (PyTorch's, is_master) or mlrun's."""
+    if kind == "torch":
+        p = subprocess.Popen([sys.executable, os.path.join(HERE, "tcpstore_bench.py"), "server",
+                              str(world)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = p.stdout.readline().split()
+        return p, int(line[1])
+    env = dict(os.environ, MLRUN_RDZV_TOKEN=token)
+    p = subprocess.Popen([mlrun, "rdzv", "--torch-store", "--host", "0.0.0.0", "--port", "0"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=env, text=True)
+    return p, int(p.stdout.readline().strip().rsplit(":", 1)[1])
+
+
+def stop_server(kind, p):
+    if kind == "torch":
+        p.stdin.write("quit\n")
+        p.stdin.close()
+    else:
+        p.terminate()
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def one_run(kind, args, world):
+    token = secrets.token_hex(16)
+    server, port = start_server("torch" if kind == "torch" else "mlrun", args.mlrun, world, token)
+    try:
+        clients = []
+        for i in range(args.procs):
+            lo, hi = world * i // args.procs, world * (i + 1) // args.procs
+            if kind in ("torch", "mlrun"):
+                argv = [sys.executable, os.path.abspath(__file__), "client", f"127.0.0.{i + 1}",
+                        str(port), str(world), str(lo), str(hi - lo), str(args.threads)]
+            else:
+                argv = [args.gloo_clients, "torch113" if kind == "tcpstore-c++" else "mlrun",
+                        f"127.0.0.{i + 1}", str(port), token, str(world), str(hi - lo), str(lo)]
+            clients.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            text=True))
+        for c in clients:
+            if c.stdout.readline().strip() != "ready":
+                raise RuntimeError("a client process did not start")
+        for c in clients:
+            c.stdin.write("go\n")
+            c.stdin.flush()
+        results = [c.stdout.readline().split() for c in clients]
+        for c in clients:
+            c.wait(60)
+        failed = sum(int(r[3]) for r in results if len(r) == 4) + sum(len(r) != 4 for r in results)
+        start = min(int(r[1]) for r in results if len(r) == 4)
+        end = max(int(r[2]) for r in results if len(r) == 4)
+        return (end - start) / 1e9, failed
+    finally:
+        stop_server(kind, server)
+
+
+def main():
+    if len(sys.argv) == 8 and sys.argv[1] == "client":
+        a = sys.argv[2:]
+        client(a[0], int(a[1]), int(a[2]), int(a[3]), int(a[4]), int(a[5]))
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mlrun", required=True)
+    ap.add_argument("--worlds", default="1024,4096")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--procs", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument("--gloo-clients")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    raise_nofile()
+    kinds = ["torch", "mlrun"] + (["tcpstore-c++", "mlrun-own"] if args.gloo_clients else [])
+    out = {}
+    for world in (int(w) for w in args.worlds.split(",")):
+        times = {k: [] for k in kinds}
+        for rep in range(args.reps):
+            for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
+                wall, failed = one_run(kind, args, world)
+                print(f"W={world} {kind} rep {rep}: {wall:.3f} s, {failed} failed", flush=True)
+                if failed == 0:
+                    times[kind].append(wall)
+        med = {k: statistics.median(v) if v else None for k, v in times.items()}
+
+        def ratio(a, b):
+            return round(med[a] / med[b], 2) if med.get(a) and med.get(b) else None
+
+        ratios = {"torch/mlrun": ratio("torch", "mlrun"),
+                  "tcpstore-c++/mlrun-own": ratio("tcpstore-c++", "mlrun-own")}
+        print(f"W={world}: medians {med}; ratios {ratios}", flush=True)
+        out[world] = {"runs": times, "median": med, "ratios": ratios}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
