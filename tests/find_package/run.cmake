@@ -1,4 +1,5 @@
-# cmake -DBUILD_DIR= -DSOURCE_DIR= -DWORK_DIR= -DCONSUMER_DIR= -DGENERATOR= -DCXX= -P run.cmake
+# cmake -DBUILD_DIR= -DSOURCE_DIR= -DWORK_DIR= -DCONSUMER_DIR= -DGENERATOR= -DCXX= [-DCXX_FLAGS=]
+#       [-DLINK_FLAGS=] -P run.cmake
 # Every step is bounded; any failure is a FATAL_ERROR (the test fails).
 cmake_minimum_required(VERSION 3.25)
 
@@ -41,6 +42,7 @@ endforeach()
 # 2. find_package(mlrun CONFIG): configure, build, run.
 step("configure the consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer
      -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${prefix}
+     "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINK_FLAGS}"
      -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 step("build the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 step("run the consumer" ${WORK_DIR}/consumer/consumer)
@@ -61,6 +63,7 @@ set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
 step("pkg-config" ${PKG_CONFIG} --cflags --libs mlrun-rendezvous)
 string(STRIP "${step_output}" flags)
 separate_arguments(flags UNIX_COMMAND "${flags}")
-step("compile with pkg-config's flags" ${CXX} -std=c++20 ${CONSUMER_DIR}/consumer.cc ${flags}
-     -o ${WORK_DIR}/consumer_pc)
+separate_arguments(build_flags UNIX_COMMAND "${CXX_FLAGS} ${LINK_FLAGS}")
+step("compile with pkg-config's flags" ${CXX} -std=c++20 ${build_flags}
+     ${CONSUMER_DIR}/consumer.cc ${flags} -o ${WORK_DIR}/consumer_pc)
 step("run the pkg-config build" ${WORK_DIR}/consumer_pc)
