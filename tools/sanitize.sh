@@ -39,13 +39,16 @@ for kind in "${kinds[@]}"; do
   case $kind in
     # UBSan stops at its first finding instead of printing and going on, so a test sees it too.
     asan) flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" ;;
-    tsan) flags="-fsanitize=thread" ;;
+    # -Wno-tsan: GCC warns that TSan does not model atomic_thread_fence, which Boost.Asio's
+    # handler invocation uses; its queue's mutex already orders what the fence would.
+    tsan) flags="-fsanitize=thread -Wno-tsan" ;;
   esac
   dir=$root/build-$kind
   start=$(date +%s)
-  # -O1: the level the sanitizers are usually run at, and quicker to compile than -O2.
+  # -O1: the level the sanitizers are usually run at, and quicker to compile than -O2; -g1: line
+  # tables, all a report's stack needs.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     "${launcher[@]}" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
   if [ $ci = 1 ]; then
