@@ -114,6 +114,8 @@ struct HostReport {
   std::string address;  ///< Remote hosts: the head's address toward it (its --master_addr).
   std::optional<PortCheck> rendezvous_port;
   GpuReport gpus;
+  /// NUMA nodes and each GPU's node (what --numa_binding follows), one line.
+  std::string numa;
   Component nccl, gloo, mpi, torch;
   std::vector<NetInterface> interfaces;
   bool infiniband = false;  ///< An InfiniBand device exists (/sys/class/infiniband).

@@ -30,6 +30,7 @@
 #include "worker/hardware.h"
 #include "worker/net.h"
 #include "worker/network.h"
+#include "worker/numa.h"
 #include "worker/process.h"
 
 namespace mlrun {
@@ -321,6 +322,7 @@ HostReport probe_local_host(const DoctorOptions& o) {
   h.torch = probe_torch(o.python_timeout);
   h.interfaces = list_interfaces();
   h.infiniband = has_infiniband_device();
+  h.numa = describe_numa(read_numa_machine("/"));
   h.master_addr = o.master_addr;
   if (o.iface == "auto") {
     h.iface = choose_interface(h.interfaces, o.master_addr);

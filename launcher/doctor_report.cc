@@ -101,6 +101,7 @@ std::string host_text(const HostReport& h) {
   s += fmt::format("  Gloo        {}\n", component_text(h.gloo));
   s += fmt::format("  Open MPI    {}\n", component_text(h.mpi));
   s += fmt::format("  PyTorch     {}\n", component_text(h.torch));
+  if (!h.numa.empty()) s += fmt::format("  NUMA        {}\n", h.numa);
   s += fmt::format("  InfiniBand  {}\n", h.infiniband ? "a device exists (/sys/class/infiniband)"
                                                       : "none (/sys/class/infiniband)");
   s += "  Interfaces\n";
@@ -248,6 +249,7 @@ nlohmann::json host_json(const HostReport& h) {
   j["openmpi"] = component_json(h.mpi);
   j["torch"] = component_json(h.torch);
   j["infiniband"] = h.infiniband;
+  j["numa"] = h.numa;
   j["interfaces"] = interfaces;
   j["master_addr"] = or_null(h.master_addr);
   j["interface"] = iface;
@@ -285,6 +287,7 @@ HostReport host_from_json(const nlohmann::json& j) {
   h.mpi = component_from(j.at("openmpi"));
   h.torch = component_from(j.at("torch"));
   h.infiniband = j.at("infiniband").get<bool>();
+  h.numa = j.value("numa", std::string());
   for (const auto& ij : j.at("interfaces")) {
     NetInterface i;
     i.name = ij.at("name").get<std::string>();

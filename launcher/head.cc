@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,28 @@
 #include "worker/output.h"
 
 namespace mlrun {
+
+// DeepSpeed's --num_nodes (the first N hosts) and --num_gpus (GPUs 0..N-1 of each), which
+// DeepSpeed refuses together with --include/--exclude.
+static std::optional<std::string> apply_deepspeed_counts(const Options& o,
+                                                         std::vector<HostEntry>& hosts) {
+  if ((o.num_nodes > 0 || o.num_gpus > 0) && (!o.include.empty() || !o.exclude.empty())) {
+    return "--num_nodes/--num_gpus and --include/--exclude both choose GPUs: give one of them "
+           "(as DeepSpeed's launcher)";
+  }
+  if (o.num_nodes > static_cast<int>(hosts.size())) {
+    return fmt::format("--num_nodes={}: the hosts are only {}", o.num_nodes, hosts.size());
+  }
+  if (o.num_nodes > 0) hosts.resize(o.num_nodes);
+  for (auto& h : hosts) {
+    if (o.num_gpus == 0) break;
+    h.slots = o.num_gpus;
+    h.slots_given = true;
+    h.slot_ids.clear();
+    for (int g = 0; g < o.num_gpus; ++g) h.slot_ids.push_back(g);
+  }
+  return std::nullopt;
+}
 
 HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string&)>& is_local) {
   HostPlan plan;
@@ -46,6 +69,10 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
   if (list.ok()) list = apply_include_exclude(std::move(list.hosts), o.include, o.exclude);
   for (const auto& e : list.errors) plan.errors.push_back(format_error(e));
   if (!list.ok()) return plan;
+  if (auto e = apply_deepspeed_counts(o, list.hosts)) {
+    plan.errors.push_back(*e);
+    return plan;
+  }
   int per_node = 0;
   if (o.nproc_given && !parse_int(o.nproc_per_node, per_node, 1)) {
     plan.errors.push_back(fmt::format(
@@ -91,6 +118,17 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
       used.push_back(std::move(n));
     }
     plan.nodes = std::move(used);
+  }
+  // A node's GPUs (--include host:2,3, --num_gpus) are its first workers' ones.
+  for (auto& n : plan.nodes) {
+    auto& ids = n.host.slot_ids;
+    if (ids.empty()) continue;
+    if (n.nproc > static_cast<int>(ids.size())) {
+      plan.errors.push_back(fmt::format("{}: {} workers but GPUs {} only: one GPU per worker",
+                                        n.host.host, n.nproc, fmt::join(ids, ",")));
+    } else {
+      ids.resize(n.nproc);
+    }
   }
   int locals = 0;
   for (const auto& n : plan.nodes) locals += n.local;

@@ -431,6 +431,10 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
                                   worker_environment(base, env, lr, hooks.error_file(g, rank)),
                                   {},
                                   job.stdin_to_rank0 && rank == 0 ? STDIN_FILENO : -1}});
+      if (lr < static_cast<int>(job.numa.size())) {
+        specs.back().request.cpus = job.numa[lr].cpus;
+        specs.back().request.mem_nodes = job.numa[lr].mem_nodes;
+      }
     }
     return specs;
   };

@@ -14,6 +14,7 @@
 #include "worker/agent.h"
 #include "worker/env.h"
 #include "worker/lifeline.h"
+#include "worker/numa.h"
 #include "worker/signals.h"
 
 namespace mlrun {
@@ -50,6 +51,8 @@ struct NodeJob {
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(30)};
   /// Which signals to this launcher stop the job and which go to the workers (worker/signals.h).
   SignalPolicy signals;
+  /// --numa_binding: local rank i's CPUs and memory nodes (worker/numa.h); empty: none.
+  std::vector<NumaBinding> numa;
   /// A forwarded signal that reaches this launcher goes to every other node too (the head of a
   /// job it started on several hosts); otherwise only to this node's workers, as with torchrun.
   bool publish_signals = false;

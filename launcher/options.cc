@@ -209,6 +209,14 @@ const std::vector<OptionSpec>& table() {
       // torchrun 2.x's name for the same period.
       {{"--grace_period", "--shutdown_timeout"}, true, seconds(&Options::grace_period)},
       {{"--logs_specs"}, true, text(&Options::logs_specs)},
+      {{"--numa_binding"},
+       true,
+       one_of(&Options::numa_binding, {"node", "socket", "exclusive", "core-complex"})},
+      {{"--virtual_local_rank"}, false, flag(&Options::virtual_local_rank)},
+      {{"--num_gpus", "--num_accelerators"},
+       true,
+       int_in_range(&Options::num_gpus, 1, kMaxNprocPerNode)},
+      {{"--num_nodes"}, true, int_in_range(&Options::num_nodes, 1, kMaxNodes)},
       {{"--event_log_handler"}, true, text(&Options::event_log_handler)},
       {{"--stdin"}, true, one_of(&Options::stdin_mode, {"rank0", "0", "none"})},
       {{"--verbose", "-v"}, false, [](Options& o, auto&, auto&, Errors&) { ++o.verbose; }},
@@ -254,6 +262,8 @@ bool is_head_only(const OptionSpec* spec) {
                                                           "-vv",
                                                           "--log_level",
                                                           "--logs_specs",
+                                                          "--num_gpus",
+                                                          "--num_nodes",
                                                           "--event_log_handler",
                                                           "--help",
                                                           "--version",
@@ -481,10 +491,15 @@ torchrun options (either spelling: --nproc_per_node or --nproc-per-node):
   --signals_to_handle SIG,...      signals that stop the job (default SIGTERM,SIGINT,SIGHUP,
                                    SIGQUIT); SIGUSR1/SIGUSR2 unless listed go to every worker
   --logs_specs, --event_log_handler accepted; mlrun writes its own logs (--log_dir) and summary
+  --numa_binding node|socket|exclusive|core-complex  bind each worker's CPUs and memory to its
+                                   GPU's NUMA node (torch 2.8's modes)
+  --virtual_local_rank             each worker sees only its GPU, as device 0, with LOCAL_RANK=0
   Every torchrun option not given is read from PET_<OPTION> (PET_NNODES, PET_NODE_RANK, ...).
 
 mpirun / DeepSpeed options:
   --hostfile FILE, -H host[:slots],...  -np N  --include SPEC  --exclude SPEC  -x VAR[=VALUE]
+  --include host:1,3               these GPUs of host: its workers get CUDA_VISIBLE_DEVICES=1,3
+  --num_gpus N, --num_nodes N      DeepSpeed's: GPUs 0..N-1 on each node; the first N hosts
 
 mlrun options:
   --backend auto|nccl|gloo|mpi     communication backend (default auto)

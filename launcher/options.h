@@ -57,6 +57,13 @@ struct Options {
   /// torchrun's plugin hooks (Python entry points): accepted, with a note of what mlrun does.
   std::string logs_specs;
   std::string event_log_handler = "null";
+  /// torchrun's --numa_binding: node, socket, exclusive or core-complex; empty: none.
+  std::string numa_binding;
+  /// torchrun's --virtual_local_rank: each worker sees its GPU alone, as device 0, LOCAL_RANK=0.
+  bool virtual_local_rank = false;
+  /// DeepSpeed's --num_gpus (GPUs 0..N-1 on every node) and --num_nodes (the first N hosts).
+  int num_gpus = 0;
+  int num_nodes = 0;
 
   // mpirun / DeepSpeed style.
   std::string hostfile;

@@ -17,6 +17,7 @@
 #include "launcher/doctor.h"
 #include "launcher/log_dir.h"
 #include "launcher/node.h"
+#include "launcher/placement.h"
 #include "transport/slurm_env.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
@@ -114,6 +115,25 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   } catch (const std::exception& e) {
     errors.push_back(e.what());
   }
+  if (o.num_gpus > 0 && !on_hosts(o)) {
+    // DeepSpeed's --num_gpus on one node: that many workers, on GPUs 0..N-1.
+    if (o.nproc_given && plan.nproc != o.num_gpus) {
+      errors.push_back(fmt::format("--num_gpus={} and --nproc_per_node={} disagree", o.num_gpus,
+                                   o.nproc_per_node));
+    }
+    plan.nproc = o.num_gpus;
+    if (plan.gpu_ids.empty()) {
+      for (int g = 0; g < o.num_gpus; ++g) plan.gpu_ids.push_back(g);
+    }
+  }
+  if (o.num_nodes > 1 && !on_hosts(o)) {
+    errors.push_back(fmt::format("--num_nodes={}: give the hosts (--hostfile or -H)", o.num_nodes));
+  }
+  if (!on_hosts(o) && (!o.include.empty() || !o.exclude.empty())) {
+    errors.push_back(
+        "--include/--exclude choose among the hosts of --hostfile or -H (for this "
+        "machine's GPUs: -H localhost:N --include localhost:1,3)");
+  }
   if (!on_hosts(o) && o.np > 0 && o.np != plan.nproc) {
     if (o.nproc_per_node == "1") {
       plan.nproc = o.np;  // A single node: -np is the worker count.
@@ -169,6 +189,20 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   }
   if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
   if (auto problem = log_dir_problem(o.log_dir); !problem.empty()) errors.push_back(problem);
+  // This host's workers: their GPUs and, with --numa_binding, CPUs and memory.
+  for (const auto& n : plan.hosts.nodes) {
+    if (!n.local) continue;
+    plan.nproc = n.nproc;
+    if (plan.gpu_ids.empty()) plan.gpu_ids = n.host.slot_ids;
+  }
+  if (!on_hosts(o) || std::any_of(plan.hosts.nodes.begin(), plan.hosts.nodes.end(),
+                                  [](const NodePlan& n) { return n.local; })) {
+    if (auto e = assign_gpus(o, plan, plan.gpu_ids); !e.empty()) {
+      errors.push_back(e);
+    } else if (auto numa = plan_numa(o, plan); !numa.empty()) {
+      errors.push_back(numa);
+    }
+  }
   for (const auto& e : errors) error(e);
   if (!errors.empty()) return false;
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
@@ -218,6 +252,10 @@ GroupEnv env_template(const Options& o, const LaunchPlan& plan) {
   g.defaults.emplace_back("NCCL_ASYNC_ERROR_HANDLING", "1");
   // As torchrun's launch_agent sets it for its workers (torch's own signal handling reads it).
   g.overrides.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE", o.signals_to_handle);
+  g.gpus = plan.gpus;
+  g.virtual_local_rank = o.virtual_local_rank;
+  // A GPU's index means its PCI position to NUMA binding, as to nvidia-smi: CUDA must agree.
+  if (!plan.numa.empty()) g.defaults.emplace_back("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   return g;
 }
 
@@ -257,6 +295,9 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
   Environment empty;
   for (int lr = 0; lr < plan.nproc; ++lr) {
     fmt::print("  rank {} (local rank {}): {}\n", g.rank_offset + lr, lr, shell_words(plan.argv));
+    if (auto where = describe_placement(plan, lr); !where.empty()) {
+      fmt::print("    (bound: {})\n", where);
+    }
     for (const auto& kv : worker_environment(empty, g, lr, error_file("LOG_DIR", 0, lr))) {
       auto eq = kv.find('=');
       std::string name = kv.substr(0, eq);

@@ -13,6 +13,7 @@
 #include "worker/agent.h"
 #include "worker/env.h"
 #include "worker/network.h"
+#include "worker/numa.h"
 #include "worker/signals.h"
 
 namespace mlrun {
@@ -34,6 +35,13 @@ struct LaunchPlan {
   std::vector<std::pair<std::string, std::string>> network_defaults;
   HostPlan hosts;        // --hostfile / -H only.
   SignalPolicy signals;  // From --signals_to_handle.
+  // This node's GPU indices as given to it (an agent's from its head), set before plan_launch;
+  // empty: from --include / --num_gpus here.
+  std::vector<int> gpu_ids;
+  // The workers' CUDA_VISIBLE_DEVICES entries (launcher/placement.h); empty: inherited as is.
+  std::vector<std::string> gpus;
+  // --numa_binding: one per local rank.
+  std::vector<NumaBinding> numa;
 };
 
 /// Random bytes as lowercase hex (getrandom).

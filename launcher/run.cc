@@ -166,6 +166,7 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   job.grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   job.host = plan.hostname;
   job.signals = plan.signals;
+  job.numa = plan.numa;
   // An agent's stdin is the head's lifeline, never a worker's: remote ranks read /dev/null.
   job.stdin_to_rank0 = lifeline_fd < 0 && o.stdin_mode != "none";
   NodeHooks hooks;
@@ -263,7 +264,8 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].local) continue;
     const auto& h = nodes[i].host;
-    agent_nodes.push_back({static_cast<int>(i), h.host, h.user, h.port, nodes[i].nproc});
+    agent_nodes.push_back(
+        {static_cast<int>(i), h.host, h.user, h.port, nodes[i].nproc, nodes[i].host.slot_ids});
   }
   auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   // Declared before the agents so that it is destroyed after them: the transport's end joins its
@@ -483,7 +485,7 @@ std::string read_job_line() {
 
 // A Slurm agent's place in the job: its node among the job's nodes (by the name slurmd runs as),
 // and the head's rendezvous at the address srun ran at.
-void place_slurm_agent(const nlohmann::json& j, NodeJob& job) {
+void place_slurm_agent(const nlohmann::json& j, NodeJob& job, std::vector<int>& gpu_ids) {
   const char* name = std::getenv("SLURMD_NODENAME");
   const char* head = std::getenv("SLURM_LAUNCH_NODE_IPADDR");
   if (name == nullptr || head == nullptr) {
@@ -496,6 +498,7 @@ void place_slurm_agent(const nlohmann::json& j, NodeJob& job) {
     if (nodes[i].at("host").get<std::string>() == name) {
       job.node_rank = static_cast<int>(i);
       job.nproc = nodes[i].at("nproc").get<int>();
+      gpu_ids = nodes[i].value("gpus", std::vector<int>());
     }
   }
   if (job.node_rank < 0) throw std::runtime_error(fmt::format("{} is not a node of the job", name));
@@ -518,16 +521,18 @@ int agent_command(const std::vector<std::string>&) {
   nlohmann::json j;
   std::vector<std::string> args;
   NodeJob job;
+  std::vector<int> gpu_ids;  // The GPUs the head gave this node (--include host:2,3).
   long grace_ms = 0;
   try {
     j = nlohmann::json::parse(line);
     if (slurm) {
-      place_slurm_agent(j, job);
+      place_slurm_agent(j, job, gpu_ids);
     } else {
       job.endpoint = j.at("endpoint").get<std::string>();
       job.token = j.at("token").get<std::string>();
       job.node_rank = j.at("node_rank").get<int>();
       job.nproc = j.at("nproc").get<int>();
+      gpu_ids = j.value("gpus", std::vector<int>());
     }
     job.job_id = j.at("job_id").get<std::string>();
     job.nnodes = j.at("nnodes").get<int>();
@@ -567,6 +572,7 @@ int agent_command(const std::vector<std::string>&) {
   std::vector<std::string> errors;
   for (auto& e : parsed.errors) errors.push_back(fmt::format("{}: {}", host_name(), e.message));
   LaunchPlan plan;
+  plan.gpu_ids = gpu_ids;
   if (!plan_launch(parsed.options, plan, errors)) return 2;
   plan.job_id = job.job_id;
   if (slurm) {

@@ -18,10 +18,13 @@ nlohmann::json agent_description(const AgentJob& job, const std::vector<AgentNod
   if (node >= 0) {
     j["node_rank"] = nodes[node].node_rank;
     j["nproc"] = nodes[node].nproc;
+    j["gpus"] = nodes[node].gpus;
     return j;
   }
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& n : nodes) list.push_back({{"host", n.host}, {"nproc", n.nproc}});
+  for (const auto& n : nodes) {
+    list.push_back({{"host", n.host}, {"nproc", n.nproc}, {"gpus", n.gpus}});
+  }
   j["nodes"] = list;
   return j;
 }

@@ -22,6 +22,9 @@ struct AgentNode {
   std::string user;  ///< SSH only: user@ of the hostfile; empty: SSH's default.
   int port = 0;      ///< SSH only: port= of the hostfile; 0: SSH's default.
   int nproc = 0;     ///< Workers to start; 0: as many as the node has GPUs, else 1.
+  /// GPU indices for its workers (--include host:2,3, --num_gpus), local rank order; empty:
+  /// whatever the node's CUDA_VISIBLE_DEVICES says.
+  std::vector<int> gpus;
 };
 
 /// The job every agent is handed. The token never goes into any process's argv: each transport

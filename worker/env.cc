@@ -74,6 +74,15 @@ std::vector<std::string> worker_environment(const Environment& base, const Group
   env.set("TORCHELASTIC_USE_AGENT_STORE", g.agent_store ? "True" : "False");
   env.set("TORCHELASTIC_ERROR_FILE", error_file);
   if (g.local_world_size > 1) env.set_default("OMP_NUM_THREADS", "1");
+  if (g.virtual_local_rank && local_rank < static_cast<int>(g.gpus.size())) {
+    env.set("CUDA_VISIBLE_DEVICES", g.gpus[local_rank]);
+    env.set("LOCAL_RANK", "0");
+  } else if (!g.gpus.empty()) {
+    // DeepSpeed's way: the node's GPUs in order, so LOCAL_RANK i uses the i-th of them.
+    std::string list;
+    for (const auto& gpu : g.gpus) list += (list.empty() ? "" : ",") + gpu;
+    env.set("CUDA_VISIBLE_DEVICES", list);
+  }
   env.set("MLRUN_JOB_ID", g.job_id);
   if (!g.backend.empty()) env.set("MLRUN_BACKEND", g.backend);
   if (!g.rdzv_endpoint.empty()) {

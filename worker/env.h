@@ -30,6 +30,11 @@ struct GroupEnv {
   bool agent_store = false;
   /// Set for every worker, replacing the launcher's value (mlrun's and -x VAR=VALUE).
   std::vector<std::pair<std::string, std::string>> overrides;
+  /// This node's GPUs (CUDA_VISIBLE_DEVICES entries, local rank order); empty: inherited as is.
+  std::vector<std::string> gpus;
+  /// torchrun's --virtual_local_rank: each worker sees gpus[LOCAL_RANK] alone, as device 0, and
+  /// LOCAL_RANK=0 (RANK and the rest unchanged).
+  bool virtual_local_rank = false;
   /// Set only where the launcher's environment has no value (backend defaults).
   std::vector<std::pair<std::string, std::string>> defaults;
 };

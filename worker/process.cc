@@ -1,7 +1,9 @@
 #include "worker/process.h"
 
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -10,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -42,11 +45,69 @@ std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
   return out;
 }
 
+// A NUMA binding in the form the child's system calls take, prepared before fork.
+struct Placement {
+  bool cpus = false;
+  cpu_set_t cpu_set;
+  int mode = MPOL_DEFAULT;  // MPOL_PREFERRED (one node) or MPOL_PREFERRED_MANY (several).
+  unsigned long nodes[16] = {};
+  unsigned long first_node[16] = {};  // For kernels before 5.15 (no MPOL_PREFERRED_MANY).
+  unsigned long max_node = 0;
+};
+
+Placement make_placement(const SpawnRequest& r) {
+  Placement p;
+  CPU_ZERO(&p.cpu_set);
+  for (int c : r.cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) throw SpawnError(fmt::format("CPU {} is out of range", c));
+    CPU_SET(c, &p.cpu_set);
+    p.cpus = true;
+  }
+  constexpr unsigned long kBits = sizeof(unsigned long) * 8;
+  for (int n : r.mem_nodes) {
+    if (n < 0 || static_cast<unsigned long>(n) >= kBits * 16) {
+      throw SpawnError(fmt::format("NUMA node {} is out of range", n));
+    }
+    p.nodes[n / kBits] |= 1ul << (n % kBits);
+    p.max_node = std::max<unsigned long>(p.max_node, n + 2);
+  }
+  if (!r.mem_nodes.empty()) {
+    int first = r.mem_nodes.front();
+    p.first_node[first / kBits] = 1ul << (first % kBits);
+    p.mode = r.mem_nodes.size() == 1 ? MPOL_PREFERRED : MPOL_PREFERRED_MANY;
+  }
+  return p;
+}
+
+[[noreturn]] void fail_child(const char* prefix, const char* what, int e) {
+  (void)!write(STDERR_FILENO, prefix, strlen(prefix));
+  (void)!write(STDERR_FILENO, what, strlen(what));
+  const char* reason = strerror(e);
+  (void)!write(STDERR_FILENO, reason, strlen(reason));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  _exit(127);
+}
+
+// Preferred, not bound: a node whose memory is full spills over instead of failing the worker.
+void apply_placement(const Placement& p, const char* prefix) {
+  if (p.cpus && sched_setaffinity(0, sizeof p.cpu_set, &p.cpu_set) != 0) {
+    fail_child(prefix, " (NUMA binding, sched_setaffinity): ", errno);
+  }
+  if (p.mode == MPOL_DEFAULT) return;
+  if (syscall(SYS_set_mempolicy, p.mode, p.nodes, p.max_node) == 0) return;
+  if (p.mode == MPOL_PREFERRED_MANY && errno == EINVAL &&
+      syscall(SYS_set_mempolicy, MPOL_PREFERRED, p.first_node, p.max_node) == 0) {
+    return;
+  }
+  fail_child(prefix, " (NUMA binding, set_mempolicy): ", errno);
+}
+
 // Everything the child runs between fork and exec is async-signal-safe: it may be a copy of a
 // multi-threaded process holding locks.
 [[noreturn]] void exec_child(pid_t parent, const Pipe& out, const Pipe& err, int stdin_fd,
                              int death_signal, const char* cwd, char* const* argv,
-                             char* const* envp, const char* failure_prefix) {
+                             char* const* envp, const char* failure_prefix,
+                             const Placement& placement) {
   setpgid(0, 0);
   // Die with the launcher; if it already died between fork and here, the signal will never
   // come, so check the parent afterwards.
@@ -68,6 +129,7 @@ std::vector<char*> to_c_array(const std::vector<std::string>& strings) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  apply_placement(placement, failure_prefix);
   if (cwd != nullptr && chdir(cwd) != 0) {
     int e = errno;
     (void)!write(STDERR_FILENO, failure_prefix, strlen(failure_prefix));
@@ -100,6 +162,7 @@ class PosixSpawner final : public ProcessSpawner {
     auto argv = to_c_array(request.argv);
     auto envp = to_c_array(request.env);
     std::string failure_prefix = fmt::format("mlrun: cannot execute {}", request.argv[0]);
+    const Placement placement = make_placement(request);
     Pipe out = make_pipe();
     Pipe err;
     try {
@@ -119,7 +182,7 @@ class PosixSpawner final : public ProcessSpawner {
     if (pid == 0) {
       exec_child(parent, out, err, request.stdin_fd >= 0 ? request.stdin_fd : devnull_,
                  request.death_signal, request.cwd.empty() ? nullptr : request.cwd.c_str(),
-                 argv.data(), envp.data(), failure_prefix.c_str());
+                 argv.data(), envp.data(), failure_prefix.c_str(), placement);
     }
     int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, nullptr);

@@ -26,6 +26,10 @@ struct SpawnRequest {
   /// The signal the child gets when the spawning thread ends (PR_SET_PDEATHSIG). SIGTERM for
   /// srun, which turns it into the end of its step; SIGKILL would leave the step running.
   int death_signal = SIGKILL;
+  /// NUMA binding (worker/numa.h), applied in the child before exec: its CPU affinity, and the
+  /// NUMA nodes its memory is preferably allocated on. Empty: inherited.
+  std::vector<int> cpus;
+  std::vector<int> mem_nodes;
 };
 
 /// A started process. stdout_fd and stderr_fd are the read ends of its output pipes,
