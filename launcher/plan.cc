@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -339,6 +342,25 @@ WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::str
   r.out = route(1, STDOUT_FILENO, "stdout.log");
   r.err = route(2, STDERR_FILENO, "stderr.log");
   return r;
+}
+
+std::string read_token_file(const std::string& path, std::string& why) {
+  std::ifstream in(path);
+  if (!in) {
+    why = fmt::format("{}: {}", path, std::strerror(errno));
+    return {};
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  struct stat st;
+  if (token.empty()) {
+    why = fmt::format("{}: empty", path);
+  } else if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    why = fmt::format("{} is readable by other users (chmod 600 it)", path);
+  }
+  return token;
 }
 
 std::optional<std::string> weak_token(const std::string& token) {

@@ -52,6 +52,10 @@ std::string random_hex(std::size_t bytes);
 inline constexpr std::size_t kMinTokenChars = 16;
 inline constexpr std::size_t kMinTokenDistinctChars = 8;
 
+/// The token in a file (trailing whitespace removed). Empty with `why` set when the file cannot
+/// be read or is empty; a token with `why` set is a warning (the file is readable by others).
+std::string read_token_file(const std::string& path, std::string& why);
+
 /// Why a user's token is too weak to guard a job, or nothing when it is strong enough.
 std::optional<std::string> weak_token(const std::string& token);
 

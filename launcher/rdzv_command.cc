@@ -8,9 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -108,24 +106,10 @@ std::string load_token(const RdzvOptions& o, std::vector<std::string>& errors) {
     return token;
   }
   if (!o.token_file.empty()) {
-    std::ifstream in(o.token_file);
-    if (!in) {
-      errors.push_back(fmt::format("--token-file {}: {}", o.token_file, std::strerror(errno)));
-      return {};
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    std::string token = text.str();
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
-                              token.back() == '\t')) {
-      token.pop_back();
-    }
-    if (token.empty()) errors.push_back(fmt::format("--token-file {}: empty", o.token_file));
-    struct stat st;
-    if (!token.empty() && stat(o.token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      fmt::print(stderr, "mlrun rdzv: warning: {} is readable by other users (chmod 600 it)\n",
-                 o.token_file);
-    }
+    std::string why;
+    std::string token = read_token_file(o.token_file, why);
+    if (token.empty()) errors.push_back(fmt::format("--token-file {}", why));
+    if (!token.empty() && !why.empty()) fmt::print(stderr, "mlrun rdzv: warning: {}\n", why);
     return token;
   }
   const char* env = std::getenv("MLRUN_RDZV_TOKEN");

@@ -2,7 +2,9 @@
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -61,9 +63,53 @@ struct RendezvousPlan {
   std::string token;
 };
 
+// The address to serve a multi-node rendezvous on: the endpoint's own address when it is this
+// host's (so that only the job's network reaches it), else every interface, said at start.
+std::string bind_address_for(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::string address;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) == 0 && found != nullptr) {
+    char text[INET_ADDRSTRLEN];
+    auto* in = reinterpret_cast<sockaddr_in*>(found->ai_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) address = text;
+    freeaddrinfo(found);
+  }
+  if (address.empty()) return "0.0.0.0";
+  return address.rfind("127.", 0) == 0 || is_local_address(address) ? address : "0.0.0.0";
+}
+
+// The token of nodes started one by one: they share no channel for a secret, so it is the one
+// the user gives every node (MLRUN_RDZV_TOKEN, or the file MLRUN_RDZV_TOKEN_FILE names), else
+// derived from the job id and the endpoint, which keeps strangers' jobs apart but is no secret:
+// then every node says so (docs/multinode.md).
+std::string shared_token(const Options& o, const std::string& endpoint) {
+  const char* file = std::getenv("MLRUN_RDZV_TOKEN_FILE");
+  const char* env = std::getenv("MLRUN_RDZV_TOKEN");
+  std::string token, why;
+  if (file != nullptr && *file != '\0') {
+    token = read_token_file(file, why);
+    if (!why.empty()) fmt::print(stderr, "mlrun: warning: MLRUN_RDZV_TOKEN_FILE {}\n", why);
+  } else if (env != nullptr && *env != '\0') {
+    token = env;
+  }
+  if (!token.empty()) {
+    if (auto weak = weak_token(token)) fmt::print(stderr, "mlrun: warning: {}\n", *weak);
+    return token;
+  }
+  fmt::print(stderr,
+             "mlrun: warning: the rendezvous token is derived from the job id and the endpoint "
+             "{}: it is weak, anyone who reaches that address can compute it and join or abort "
+             "the job; give every node the same MLRUN_RDZV_TOKEN (or MLRUN_RDZV_TOKEN_FILE) to "
+             "make it strong\n",
+             endpoint);
+  return fmt::format("mlrun-derived:{}@{}", o.rdzv_id.empty() ? "none" : o.rdzv_id, endpoint);
+}
+
 RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
   RendezvousPlan r;
-  const char* token = std::getenv("MLRUN_RDZV_TOKEN");
   if (o.nnodes_max == 1) {
     // One node: a private server on loopback, with a fresh secret; on --master_port when it is
     // also PyTorch's store (as torchrun's agent store is), else on any free port.
@@ -73,9 +119,7 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
     r.token = random_hex(16);
     return r;
   }
-  // Several nodes, each started by the user: they share no channel for a secret, so the token
-  // is MLRUN_RDZV_TOKEN when the user exports one on every node, else derived from the job id
-  // and the endpoint (which keeps strangers' jobs apart but is no secret; docs/multinode.md).
+  // Several nodes, each started by the user (their token: shared_token).
   if (!o.rdzv_endpoint.empty()) {
     split_endpoint(o.rdzv_endpoint, r.listen_host, r.port);
     r.endpoint = o.rdzv_endpoint;
@@ -98,18 +142,13 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
       r.serve = false;
     }
   }
-  // The job's interface where this node owns the endpoint's address: the TCPStore protocol has
-  // no authentication (docs/torch-store.md). Otherwise every interface, as before.
-  r.listen_host = "0.0.0.0";
-  if (o.store == "mlrun" && r.serve) {
-    std::string host;
-    int port;
-    if (split_endpoint(r.endpoint, host, port) && is_local_address(host)) r.listen_host = host;
-  }
-  r.token =
-      token != nullptr && *token != '\0'
-          ? token
-          : fmt::format("mlrun-derived:{}@{}", o.rdzv_id.empty() ? "none" : o.rdzv_id, r.endpoint);
+  // The job's interface where this node owns the endpoint's address (the TCPStore protocol has
+  // no authentication, docs/torch-store.md; a stranger should not even reach mlrun's).
+  std::string endpoint_host;
+  int endpoint_port;
+  split_endpoint(r.endpoint, endpoint_host, endpoint_port);
+  r.listen_host = bind_address_for(endpoint_host);
+  r.token = shared_token(o, r.endpoint);
   return r;
 }
 
@@ -445,6 +484,13 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
       return 1;
     }
     if (server && rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
+    if (server && o.nnodes_max > 1) {
+      fmt::print(stderr, "mlrun: serving the rendezvous on {}:{}{}\n", rdzv.listen_host,
+                 server->port(),
+                 rdzv.listen_host == "0.0.0.0" ? " (every interface: the endpoint's host is "
+                                                 "not one of this host's addresses)"
+                                               : "");
+    }
   }
   // 5. Run this node's workers for every attempt: join, spawn, route output, stop everyone on
   //    the first failure anywhere, restart while restarts remain.

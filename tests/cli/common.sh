@@ -109,5 +109,6 @@ start_rdzv() {
 # wire_client: runs the Python on stdin with tests/rendezvous/wire.py importable and TOKEN,
 # PORT and PID (of the server) in its environment.
 wire_client() {
-  TOKEN=$TOKEN PORT=$RDZV_PORT PID=$RDZV_PID PYTHONPATH="$SRC/tests/rendezvous" python3 - "$@"
+  TOKEN=${TOKEN:-} PORT=${RDZV_PORT:-${PORT:-}} PID=${RDZV_PID:-} PYTHONPATH="$SRC/tests/rendezvous" \
+    python3 - "$@"
 }
