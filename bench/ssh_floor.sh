@@ -11,6 +11,9 @@
 #
 #   bench/ssh_floor.sh SSH_FLOOR_BINARY [REPEATS]      (root; brings the cluster up and down)
 #   MLRUN=path/to/mlrun (default: mlrun on PATH)  SIZES="3 8" (default)
+#   TREE_WIDTH=W   also time mlrun --tree_width W ("tree"; flat "mlrun" runs with a width
+#                  above every size, so at sizes past W the two columns are tree on and off)
+#   OPENSSH=0      leave out the OpenSSH column (its clients have hung on these hosts)
 #
 # The tools take turns within each repeat (floor, mlrun, mpirun, ...; then again), so a change
 # in the machine's load falls on all of them alike. Each mlrun run must print exactly one
@@ -95,20 +98,24 @@ for n in $sizes; do
   for ((r = 0; r < repeats; r++)); do
     # shellcheck disable=SC2086
     time_it floor "$floor_bin" --slots 2 $hosts
-    time_it mlrun "$MLRUN" --hostfile "$hostfile" hostname
+    time_it mlrun "$MLRUN" --tree_width 1000 --hostfile "$hostfile" hostname
     check_mlrun_output
+    if [ -n "${TREE_WIDTH:-}" ]; then
+      time_it tree "$MLRUN" --tree_width "$TREE_WIDTH" --hostfile "$hostfile" hostname
+      check_mlrun_output
+    fi
     if command -v mpirun >/dev/null; then
       time_it mpirun mpirun --allow-run-as-root --hostfile "$hostfile" -np $((2 * n)) \
         --mca plm_rsh_agent "ssh -F $MLRUN_CLUSTER_SSH_CONFIG" \
         --mca oob_tcp_if_include 10.77.0.0/24 hostname
     fi
-    time_it openssh openssh_parallel
+    [ "${OPENSSH:-1}" = 0 ] || time_it openssh openssh_parallel
     if [ -n "${MLRUN_SSH_PROBE:-}" ]; then
       # shellcheck disable=SC2086
       time_it wrapper "$MLRUN_SSH_PROBE" run 'hostname & hostname & wait' $hosts </dev/null
     fi
   done
-  for tool in floor mlrun mpirun openssh wrapper; do
+  for tool in floor mlrun tree mpirun openssh wrapper; do
     [ -s "$results/$tool.$n" ] || continue
     printf '%s hosts  %-8s %s\n' "$n" "$tool" "$(summary_of "$results/$tool.$n")"
   done
@@ -116,14 +123,16 @@ for n in $sizes; do
 done
 
 # mlrun against the floor and mpirun, and how each grows from the first size to the last.
-printf '%-6s %-9s %-9s %-9s %-13s %-13s\n' hosts floor mlrun mpirun mlrun/floor mlrun/mpirun
+printf '%-6s %-9s %-9s %-9s %-9s %-13s %-13s %-13s\n' hosts floor mlrun tree mpirun mlrun/floor \
+  mlrun/mpirun tree/floor
 for n in $sizes; do
   f=$(median_of "$results/floor.$n")
   m=$(median_of "$results/mlrun.$n")
+  t=$([ -s "$results/tree.$n" ] && median_of "$results/tree.$n" || echo -)
   p=$([ -s "$results/mpirun.$n" ] && median_of "$results/mpirun.$n" || echo -)
-  awk -v n="$n" -v f="$f" -v m="$m" -v p="$p" 'BEGIN {
-    printf "%-6s %-9s %-9s %-9s %-13s %-13s\n", n, f, m, p, sprintf("%.2fx", m / f),
-      (p == "-" ? "-" : sprintf("%.2fx", m / p)) }'
+  awk -v n="$n" -v f="$f" -v m="$m" -v t="$t" -v p="$p" 'BEGIN {
+    printf "%-6s %-9s %-9s %-9s %-9s %-13s %-13s %-13s\n", n, f, m, t, p, sprintf("%.2fx", m / f),
+      (p == "-" ? "-" : sprintf("%.2fx", m / p)), (t == "-" ? "-" : sprintf("%.2fx", t / f)) }'
 done
 set -- $sizes
 if [ $# -ge 2 ]; then

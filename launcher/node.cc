@@ -562,6 +562,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   });
 
   // The head's lifeline (an agent's stdin): end-of-file means the head is gone.
+  bool parent_gone = false;
   std::optional<boost::asio::posix::stream_descriptor> lifeline_stream;
   std::function<void()> watch_lifeline = [&] {
     lifeline_stream->async_wait(
@@ -570,7 +571,13 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
           char buf[256];
           ssize_t n = ::read(lifeline_stream->native_handle(), buf, sizeof buf);
           if (n > 0 || (n < 0 && errno == EINTR)) return watch_lifeline();
-          abort_here("the head's connection is gone", 1);
+          parent_gone = true;
+          abort_here(
+              job.tree_parent.empty()
+                  ? std::string("the head's connection is gone")
+                  : fmt::format("the connection of {}, its parent in the launch tree, is gone",
+                                job.tree_parent),
+              1);
         });
   };
   if (lifeline_fd >= 0) {
@@ -644,6 +651,12 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   int code = agent.run();
   tick.cancel();
   if (signal_watcher) signal_watcher->stop(&control, std::chrono::seconds(2));
+  auto coordinator_finished = coordinator_done.get_future();
+  if (parent_gone && !job.tree_parent.empty()) {
+    // The parent's own parent reports its loss, naming every agent that went with it: that is
+    // the job's reason, and this node's word only follows it (or stands in for it, after a bound).
+    coordinator_finished.wait_for(std::chrono::seconds(5));
+  }
   if (aborting && !lost_here && abort_message.rfind("job aborted:", 0) != 0) {
     // This node gave up (its rendezvous failed, or its head is gone): tell every node.
     publish_abort(fmt::format("node {} ({}): {}", node_rank, job.host, abort_message));
@@ -651,8 +664,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   if (aborting && job.print_summary) fmt::print(stderr, "mlrun: {}\n", abort_message);
   // The coordinator wakes from the abort or the verdict. A server that vanished without a
   // word would leave it blocked: give it a bound, then leave without it.
-  if (coordinator_done.get_future().wait_for(std::chrono::seconds(10)) ==
-      std::future_status::ready) {
+  if (coordinator_finished.wait_for(std::chrono::seconds(10)) == std::future_status::ready) {
     coordinator.join();
   } else {
     std::fflush(nullptr);

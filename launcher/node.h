@@ -40,6 +40,9 @@ struct NodeJob {
   /// leave that to the head.
   bool print_summary = true;
   std::string host;  ///< This node's name, for summaries.
+  /// The host whose agent started this one in the launch tree (transport/tree.h); empty: the
+  /// head, or no agent. Its end is not the head's, and its own parent reports it.
+  std::string tree_parent;
   /// Global rank 0, if it runs on this node, reads this launcher's stdin (SpawnRequest::stdin_fd);
   /// every other worker reads /dev/null. Off for agents, whose stdin is the head's lifeline.
   bool stdin_to_rank0 = false;

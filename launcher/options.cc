@@ -203,6 +203,7 @@ const std::vector<OptionSpec>& table() {
        }},
       {{"--backend"}, true, one_of(&Options::backend, {"auto", "nccl", "gloo", "mpi"})},
       {{"--launcher"}, true, one_of(&Options::launcher, {"auto", "local", "ssh", "slurm", "sim"})},
+      {{"--tree_width"}, true, int_in_range(&Options::tree_width, 2, kMaxNodes)},
       {{"--iface"}, true, text(&Options::iface)},
       {{"--store"}, true, one_of(&Options::store, {"mlrun", "torch"})},
       {{"--dry_run"}, false, flag(&Options::dry_run)},
@@ -257,6 +258,7 @@ bool is_head_only(const OptionSpec* spec) {
                                                           "-x",
                                                           "--dry_run",
                                                           "--launcher",
+                                                          "--tree_width",
                                                           "--stdin",
                                                           "--verbose",
                                                           "-vv",
@@ -508,6 +510,8 @@ mlrun options:
                                    inside a Slurm allocation its nodes through srun)
   --launcher sim                   simulate each -H/--hostfile node with a real agent on this
                                    machine, named after the host (tests, benchmarks; docs/scale.md)
+  --tree_width N                   past N hosts over SSH, start agents as a tree N wide: the head
+                                   on N hosts, each of their agents on the next N (default 32)
   --store mlrun|torch              who serves PyTorch's TCPStore at MASTER_ADDR:MASTER_PORT: mlrun's
                                    rendezvous server (default) or worker rank 0 (PyTorch's own)
   --grace_period S                 seconds between SIGTERM and SIGKILL at teardown (default 5;

@@ -16,6 +16,9 @@ namespace mlrun {
 /// each later becomes processes, connections or a wait, and none may overflow.
 inline constexpr int kMaxNprocPerNode = 4096;  ///< Workers on one node.
 inline constexpr int kMaxNodes = 16384;        ///< --nnodes (hosts: hostfiles' kMaxHosts).
+/// --tree_width's default: Open MPI's tree spawn has radix 64, Slurm's message tree width 16; at
+/// 32 the head opens at most 32 connections and 1,056 nodes are two levels deep.
+inline constexpr int kDefaultTreeWidth = 32;
 inline constexpr int kMaxWorldSize = 1 << 20;  ///< Ranks in a job (the protocol's groups).
 inline constexpr int kMaxRestarts = 10000;     ///< --max_restarts.
 inline constexpr double kMaxSeconds = 86400;   ///< --grace_period, --monitor_interval.
@@ -78,6 +81,9 @@ struct Options {
   /// (transport/slurm_env.h) resolves auto before planning and says why in launcher_why.
   std::string launcher = "auto";
   std::string launcher_why;
+  /// --tree_width: past this many hosts with agents over SSH, the head starts agents on this many
+  /// and each agent starts the next level (docs/multinode.md "The launch tree").
+  int tree_width = kDefaultTreeWidth;
   std::string backend = "auto";
   /// Who serves PyTorch's TCPStore: "mlrun" (the rendezvous server, docs/torch-store.md) or
   /// "torch" (worker rank 0 binds MASTER_PORT, as before).

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -34,6 +35,7 @@
 #include "launcher/plan.h"
 #include "launcher/signal_relay.h"
 #include "launcher/summary.h"
+#include "launcher/tree_agent.h"
 #include "transport/local.h"
 #include "transport/slurm.h"
 #include "transport/slurm_env.h"
@@ -256,7 +258,11 @@ std::unique_ptr<transport::Transport> open_transport(const Options& o,
   } else if (o.launcher == "sim") {
     t = transport::make_local_transport(nodes);
   } else if (!nodes.empty()) {
-    t = transport::connect_ssh(nodes, std::chrono::seconds(10), errors);
+    // Past --tree_width hosts, only the head's children of the launch tree are connected here.
+    t = transport::connect_ssh(nodes, o.tree_width, std::chrono::seconds(10), errors);
+    if (int depth = transport::tree_depth(transport::plan_tree(nodes, o.tree_width)); depth > 1) {
+      log::info("launch tree: {} nodes, {} wide, {} levels", nodes.size(), o.tree_width, depth);
+    }
   }
   for (const auto& e : errors) error(e);
   return t;
@@ -289,6 +295,19 @@ transport::AgentJob agent_job(const Options& o, const LaunchPlan& plan, const st
   return job;
 }
 
+// The nodes that get an agent through the transport: every node but this host's.
+std::vector<transport::AgentNode> agent_nodes_of(const LaunchPlan& plan) {
+  const auto& nodes = plan.hosts.nodes;
+  std::vector<transport::AgentNode> agent_nodes;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].local) continue;
+    const auto& h = nodes[i].host;
+    agent_nodes.push_back(
+        {static_cast<int>(i), h.host, h.user, h.port, nodes[i].nproc, nodes[i].host.slot_ids});
+  }
+  return agent_nodes;
+}
+
 // The job on every node of --hostfile / -H or of the Slurm allocation, from here: the
 // rendezvous is served here, this host's workers (if it is listed, over SSH) run in this process,
 // every other node gets an agent through the transport (SSH, or one srun step).
@@ -299,13 +318,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
             plan.world_size, plan.backend);
   // 1. The transport to every node that gets an agent, made before anything starts: every
   //    unreachable host is reported together and nothing runs.
-  std::vector<transport::AgentNode> agent_nodes;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].local) continue;
-    const auto& h = nodes[i].host;
-    agent_nodes.push_back(
-        {static_cast<int>(i), h.host, h.user, h.port, nodes[i].nproc, nodes[i].host.slot_ids});
-  }
+  std::vector<transport::AgentNode> agent_nodes = agent_nodes_of(plan);
   auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   // Declared before the agents so that it is destroyed after them: the transport's end joins its
   // threads, whose loss reports abort the job on this server (finish() has closed them by then).
@@ -371,11 +384,10 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
         });
   }
   if (agents) {
-    agents->start(
-        agent_job(o, plan, endpoint, server->port(), token, grace), agent_nodes,
-        [served](int node, const std::string& host, const std::string& why) {
-          served->abort(node < 0 ? why : fmt::format("node {} ({}) lost: {}", node, host, why));
-        });
+    agents->start(agent_job(o, plan, endpoint, server->port(), token, grace), agent_nodes,
+                  [served](int node, const std::string& host, const std::string& why) {
+                    served->abort(lost_reason(node, host, why));
+                  });
   }
   // 4. This host's workers, or, when it is not listed, a watch over the others'.
   int code;
@@ -416,12 +428,29 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
              counted ? fmt::to_string(plan.world_size) : "from each node's GPUs", plan.backend);
   print_option_sources(o);
   fmt::print("transport: {} ({})\n", o.launcher, o.launcher_why);
+  // Over SSH past --tree_width hosts, who starts each node's agent.
+  std::vector<std::string> parent(plan.hosts.nodes.size());
+  if (o.launcher == "ssh") {
+    auto agents = agent_nodes_of(plan);
+    auto roots = transport::plan_tree(agents, o.tree_width);
+    if (int depth = transport::tree_depth(roots); depth > 1) {
+      fmt::print("launch tree: {} wide, {} levels of agents\n", o.tree_width, depth);
+      std::function<void(const transport::TreeNode&)> walk = [&](const transport::TreeNode& t) {
+        for (const auto& c : t.children) {
+          parent[c.node.node_rank] = t.node.host;
+          walk(c);
+        }
+      };
+      for (const auto& r : roots) walk(r);
+    }
+  }
   int offset = 0;
   for (std::size_t i = 0; i < plan.hosts.nodes.size(); ++i) {
     const auto& n = plan.hosts.nodes[i];
     std::string how = slurm                 ? "agent through srun"
                       : o.launcher == "sim" ? "simulated: an agent on this machine"
                       : n.local             ? "this host, no SSH"
+                      : !parent[i].empty()  ? "agent over SSH from " + parent[i]
                                             : "agent over SSH";
     std::string host = (n.host.user.empty() ? "" : n.host.user + "@") + n.host.host;
     if (!counted) {
@@ -578,6 +607,7 @@ int agent_command(const std::vector<std::string>&) {
       job.token = j.at("token").get<std::string>();
       job.node_rank = j.at("node_rank").get<int>();
       job.nproc = j.at("nproc").get<int>();
+      job.tree_parent = j.value("parent", std::string());
       gpu_ids = j.value("gpus", std::vector<int>());
     }
     job.job_id = j.at("job_id").get<std::string>();
@@ -634,7 +664,17 @@ int agent_command(const std::vector<std::string>&) {
   // The head's forwarded signals come through the rendezvous. One this agent gets itself goes to
   // its own workers only (over SSH; in a Slurm step Slurm has signalled them already).
   job.watch_signals = true;
+  // An interior agent of the launch tree starts its children first (after the lifeline's fork,
+  // which must not hold their connections: this agent's end closes them, their lifeline).
+  std::unique_ptr<transport::SshSubtree> children;
+  if (!slurm) children = start_children(j);
   int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO);
+  // Each child ends with the job, after stopping its workers (and its own children).
+  if (children) {
+    children->finish(
+        std::chrono::milliseconds(static_cast<long>(parsed.options.grace_period * 1000)) +
+        std::chrono::seconds(10));
+  }
   // Through srun, an agent's non-zero exit makes Slurm kill every other agent at once
   // (--kill-on-bad-exit), before they have stopped their workers: the job's result travels
   // through the rendezvous, and a non-zero exit is left to an agent that could not take part.

@@ -6,48 +6,96 @@
 #include "launcher/plan.h"
 
 namespace mlrun::transport {
-namespace {
 
-class SshTransport : public Transport {
- public:
-  explicit SshTransport(std::unique_ptr<RemoteAgents> agents) : agents_(std::move(agents)) {}
-  std::string name() const override { return "ssh"; }
-  std::string head_address() const override { return agents_->local_address(); }
+SshSubtree::SshSubtree(std::unique_ptr<RemoteAgents> agents, std::vector<TreeNode> children)
+    : agents_(std::move(agents)), children_(std::move(children)) {}
 
-  void start(const AgentJob& job, const std::vector<AgentNode>& nodes,
-             LostCallback on_lost) override {
-    std::vector<RemoteAgents::Agent> agents;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      nlohmann::json payload = agent_description(job, nodes, static_cast<int>(i));
-      payload["token"] = job.token;  // On stdin, never on the command line.
-      agents.push_back({nodes[i].node_rank, fmt::format("exec {} agent", shell_quote(self_path())),
-                        payload.dump() + "\n"});
-    }
-    agents_->start(std::move(agents), std::move(on_lost));
-  }
+SshSubtree::~SshSubtree() = default;
 
-  void finish(std::chrono::milliseconds bound) override { agents_->finish(bound); }
-
- private:
-  std::unique_ptr<RemoteAgents> agents_;
-};
-
-}  // namespace
-
-std::unique_ptr<Transport> connect_ssh(const std::vector<AgentNode>& nodes,
-                                       std::chrono::milliseconds connect_timeout,
-                                       std::vector<std::string>& errors) {
+std::unique_ptr<SshSubtree> SshSubtree::connect(std::vector<TreeNode> children,
+                                                std::chrono::milliseconds connect_timeout,
+                                                std::vector<std::string>& errors) {
   std::vector<HostEntry> hosts;
-  for (const auto& n : nodes) {
+  for (const auto& c : children) {
     HostEntry h;
-    h.host = n.host;
-    h.user = n.user;
-    h.port = n.port;
+    h.host = c.node.host;
+    h.user = c.node.user;
+    h.port = c.node.port;
     hosts.push_back(std::move(h));
   }
   auto agents = RemoteAgents::connect(hosts, connect_timeout, errors);
   if (!agents) return nullptr;
-  return std::make_unique<SshTransport>(std::move(agents));
+  return std::unique_ptr<SshSubtree>(new SshSubtree(std::move(agents), std::move(children)));
+}
+
+std::string SshSubtree::local_address() const {
+  return agents_->local_address();
+}
+
+void SshSubtree::start(const nlohmann::json& description, const std::string& parent,
+                       LostCallback on_lost) {
+  std::vector<RemoteAgents::Agent> agents;
+  for (const auto& c : children_) {
+    nlohmann::json payload = description;  // With the token: on stdin, never on the command line.
+    payload.erase("nodes");
+    payload.erase("children");
+    payload["node_rank"] = c.node.node_rank;
+    payload["nproc"] = c.node.nproc;
+    payload["gpus"] = c.node.gpus;
+    if (!c.children.empty()) payload["children"] = tree_to_json(c.children);
+    if (!parent.empty()) payload["parent"] = parent;
+    agents.push_back({c.node.node_rank, fmt::format("exec {} agent", shell_quote(self_path())),
+                      payload.dump() + "\n"});
+  }
+  // A lost child takes its own children's connections with it: the reason names them.
+  std::vector<std::pair<int, std::string>> below;
+  for (const auto& c : children_) below.emplace_back(c.node.node_rank, describe_subtree(c));
+  std::string seen = parent.empty() ? "" : fmt::format(" (seen by {}, its parent)", parent);
+  agents_->start(std::move(agents),
+                 [below = std::move(below), seen, on_lost = std::move(on_lost)](
+                     int node_rank, const std::string& host, const std::string& why) {
+                   std::string subtree;
+                   for (const auto& [rank, text] : below) {
+                     if (rank == node_rank) subtree = text;
+                   }
+                   on_lost(node_rank, host, why + seen + subtree);
+                 });
+}
+
+void SshSubtree::finish(std::chrono::milliseconds bound) {
+  agents_->finish(bound);
+}
+
+namespace {
+
+class SshTransport : public Transport {
+ public:
+  explicit SshTransport(std::unique_ptr<SshSubtree> children) : children_(std::move(children)) {}
+  std::string name() const override { return "ssh"; }
+  std::string head_address() const override { return children_->local_address(); }
+
+  void start(const AgentJob& job, const std::vector<AgentNode>& nodes,
+             LostCallback on_lost) override {
+    if (nodes.empty()) return;
+    nlohmann::json description = agent_description(job, nodes, 0);
+    description["token"] = job.token;
+    children_->start(description, "", std::move(on_lost));
+  }
+
+  void finish(std::chrono::milliseconds bound) override { children_->finish(bound); }
+
+ private:
+  std::unique_ptr<SshSubtree> children_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> connect_ssh(const std::vector<AgentNode>& nodes, int tree_width,
+                                       std::chrono::milliseconds connect_timeout,
+                                       std::vector<std::string>& errors) {
+  auto children = SshSubtree::connect(plan_tree(nodes, tree_width), connect_timeout, errors);
+  if (!children) return nullptr;
+  return std::make_unique<SshTransport>(std::move(children));
 }
 
 }  // namespace mlrun::transport

@@ -50,6 +50,24 @@ expect_rc 0
 expect_grep "$T/err" "^mlrun: note: --logs_specs=mine: .*--log_dir"
 expect_grep "$T/err" "^mlrun: note: --event_log_handler=console: .*TORCHELASTIC_ERROR_FILE"
 
+# Past --tree_width hosts over SSH the plan says which host starts each node's agent: a radix
+# tree, node i starting nodes (i+1)*w .. (i+1)*w+w-1 (docs/multinode.md "The launch tree").
+run_mlrun --dry-run --tree_width 2 -H n1,n2,n3,n4,n5 "$T/worker.sh"
+expect_rc 0
+expect_line "$T/out" "launch tree: 2 wide, 2 levels of agents"
+expect_line "$T/out" "node 0 (n1): ranks 0-0, agent over SSH"
+expect_line "$T/out" "node 1 (n2): ranks 1-1, agent over SSH"
+expect_line "$T/out" "node 2 (n3): ranks 2-2, agent over SSH from n1"
+expect_line "$T/out" "node 3 (n4): ranks 3-3, agent over SSH from n1"
+expect_line "$T/out" "node 4 (n5): ranks 4-4, agent over SSH from n2"
+# At most --tree_width hosts: flat, as before.
+run_mlrun --dry-run --tree_width 5 -H n1,n2,n3,n4,n5 "$T/worker.sh"
+expect_rc 0
+! grep -q 'launch tree\|from n' "$T/out" || fail "5 hosts at --tree_width 5 made a tree"
+run_mlrun --dry-run --tree_width 1 -H n1,n2 "$T/worker.sh"
+expect_rc 2
+expect_grep "$T/err" "tree_width"
+
 # Errors are still errors in a dry run.
 run_mlrun --dry-run "$T/missing.sh"
 expect_rc 2

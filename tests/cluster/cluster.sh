@@ -131,6 +131,10 @@ UseDNS no
 PrintMotd no
 LogLevel INFO
 MaxStartups 100:30:200
+# Every session gets the head's (fake) home: its .ssh reaches every host (config, key,
+# known_hosts), so an agent can start others (the launch tree, docs/multinode.md), and a login
+# runs no ~/.bashrc (root's own runs pyenv here: 0.3 s a login, and lock waits when many start).
+SetEnv HOME=$STATE/home
 EOF
 }
 

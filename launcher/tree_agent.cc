@@ -1,0 +1,66 @@
+#include "launcher/tree_agent.h"
+
+#include <fmt/format.h>
+
+#include <mlrun/rendezvous.hpp>
+
+#include "worker/log.h"
+#include "worker/net.h"
+
+namespace mlrun {
+namespace {
+
+// Aborts the job on its rendezvous; a job already aborted, or a server gone, needs nothing more.
+void abort_job(const nlohmann::json& d, const std::string& reason) {
+  try {
+    rendezvous::ClientOptions options;
+    options.job_id = d.at("job_id").get<std::string>();
+    options.connect_timeout = std::chrono::seconds(10);
+    auto client = rendezvous::Client::connect(d.at("endpoint").get<std::string>(),
+                                              d.at("token").get<std::string>(), options);
+    client.abort(reason);
+  } catch (const std::exception& e) {
+    log::debug("tree: cannot abort the job ({}): {}", reason, e.what());
+  }
+}
+
+}  // namespace
+
+std::string lost_reason(int node_rank, const std::string& host, const std::string& why) {
+  return node_rank < 0 ? why : fmt::format("node {} ({}) lost: {}", node_rank, host, why);
+}
+
+std::unique_ptr<transport::SshSubtree> start_children(const nlohmann::json& description) {
+  if (!description.contains("children")) return nullptr;
+  auto children = transport::tree_from_json(description.at("children"));
+  if (children.empty()) return nullptr;
+  const std::string here = host_name();
+  std::vector<std::string> errors;
+  auto names = children;  // connect() takes the list; the names are for the reason.
+  auto subtree =
+      transport::SshSubtree::connect(std::move(children), std::chrono::seconds(10), errors);
+  if (!subtree) {
+    // Every unreachable child by name, with what below it was not started either.
+    std::vector<std::string> parts;
+    for (const auto& e : errors) {
+      std::string part = fmt::format("{} (from {}, its parent in the launch tree)", e, here);
+      for (const auto& c : names) {
+        if (e.rfind(c.node.host + ":", 0) != 0) continue;
+        std::string below = transport::subtree_list(c);
+        part =
+            fmt::format("node {} {}{}", c.node.node_rank, part,
+                        below.empty() ? "" : "; so the agents below it are not started: " + below);
+      }
+      parts.push_back(std::move(part));
+    }
+    abort_job(description, fmt::format("cannot start every agent: {}", fmt::join(parts, "; ")));
+    return nullptr;
+  }
+  subtree->start(description, here,
+                 [description](int node_rank, const std::string& host, const std::string& why) {
+                   abort_job(description, lost_reason(node_rank, host, why));
+                 });
+  return subtree;
+}
+
+}  // namespace mlrun

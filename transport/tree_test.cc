@@ -1,0 +1,88 @@
+#include "transport/tree.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+namespace mlrun::transport {
+namespace {
+
+std::vector<AgentNode> nodes(int n) {
+  std::vector<AgentNode> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back({i + 1, "host" + std::to_string(i + 2), "", 0, 2, {}});
+  }
+  return out;
+}
+
+std::vector<int> ranks(const std::vector<TreeNode>& ts) {
+  std::vector<int> out;
+  for (const auto& t : ts) out.push_back(t.node.node_rank);
+  return out;
+}
+
+TEST(LaunchTree, AtMostWidthNodesAreAllTheHeads) {
+  auto roots = plan_tree(nodes(4), 4);
+  EXPECT_EQ(ranks(roots), (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(tree_depth(roots), 1);
+  for (const auto& r : roots) EXPECT_TRUE(r.children.empty());
+  EXPECT_EQ(tree_depth(plan_tree({}, 4)), 0);
+}
+
+// 24 nodes 4 wide: the head's 4, their 16, and 4 more below the first: three levels, each
+// node once.
+TEST(LaunchTree, TwentyFourNodesFourWideAreThreeLevels) {
+  auto roots = plan_tree(nodes(24), 4);
+  ASSERT_EQ(ranks(roots), (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(tree_depth(roots), 3);
+  EXPECT_EQ(ranks(roots[0].children), (std::vector<int>{5, 6, 7, 8}));
+  EXPECT_EQ(ranks(roots[3].children), (std::vector<int>{17, 18, 19, 20}));
+  EXPECT_EQ(ranks(roots[0].children[0].children), (std::vector<int>{21, 22, 23, 24}));
+  EXPECT_TRUE(roots[1].children[0].children.empty());
+  std::vector<int> seen;
+  for (const auto& r : roots) {
+    seen.push_back(r.node.node_rank);
+    for (const auto* n : subtree_nodes(r)) seen.push_back(n->node_rank);
+  }
+  std::sort(seen.begin(), seen.end());
+  std::vector<int> all;
+  for (int i = 1; i <= 24; ++i) all.push_back(i);
+  EXPECT_EQ(seen, all);
+}
+
+TEST(LaunchTree, DefaultWidthIsTwoLevelsToOverAThousand) {
+  EXPECT_EQ(tree_depth(plan_tree(nodes(32), 32)), 1);
+  EXPECT_EQ(tree_depth(plan_tree(nodes(33), 32)), 2);
+  EXPECT_EQ(tree_depth(plan_tree(nodes(1056), 32)), 2);
+  EXPECT_EQ(tree_depth(plan_tree(nodes(1057), 32)), 3);
+}
+
+TEST(LaunchTree, ALostInteriorNodeNamesEveryNodeBelowIt) {
+  auto roots = plan_tree(nodes(24), 4);
+  EXPECT_EQ(describe_subtree(roots[1].children[0]), "");
+  EXPECT_EQ(describe_subtree(roots[1]),
+            "; the 4 agents below it in the launch tree went with it: host10 (node 9), host11 "
+            "(node 10), host12 (node 11), host13 (node 12)");
+  // Node 1's subtree: 5-8 and, below node 5, 21-24.
+  EXPECT_EQ(subtree_nodes(roots[0]).size(), 8u);
+  EXPECT_EQ(subtree_list(roots[0]).rfind("host6 (node 5), host7 (node 6)", 0), 0u);
+}
+
+TEST(LaunchTree, JsonRoundTrip) {
+  auto n = nodes(7);
+  n[5].user = "me";
+  n[5].port = 2222;
+  n[5].gpus = {2, 3};
+  auto roots = plan_tree(n, 2);
+  auto back = tree_from_json(tree_to_json(roots));
+  EXPECT_EQ(tree_to_json(back), tree_to_json(roots));
+  ASSERT_EQ(back.size(), 2u);
+  const auto& deep = back[1].children[1];  // node index 5: child 1 of node index 1
+  EXPECT_EQ(deep.node.user, "me");
+  EXPECT_EQ(deep.node.port, 2222);
+  EXPECT_EQ(deep.node.gpus, (std::vector<int>{2, 3}));
+  EXPECT_THROW(tree_from_json(nlohmann::json::parse(R"([{"host": "x"}])")), std::exception);
+}
+
+}  // namespace
+}  // namespace mlrun::transport
