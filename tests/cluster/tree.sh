@@ -8,9 +8,11 @@
 #                    non-zero, the reason names node 0, host1 and every agent below it
 #   sigint           Ctrl-C on the head: every worker on every level is signalled, exit 130
 #   head_killed      the head SIGKILLed: nothing of the job left on any host within 15 s
+#   child_unreachable  host24's sshd stopped: the head reaches its own children, host5 cannot
+#                    reach host24 and aborts the job naming it; nothing is left running
 # After each: nothing of the job is left on any host.
 set -euo pipefail
-CASE=${1:?usage: tree.sh ddp|leaf_fails|interior_killed|sigint|head_killed}
+CASE=${1:?usage: tree.sh ddp|leaf_fails|interior_killed|sigint|head_killed|child_unreachable}
 HERE="$(cd "$(dirname "$0")" && pwd)"
 "$HERE/cluster.sh" can-run || exit 77
 "$HERE/cluster.sh" up 24 >/dev/null
@@ -114,6 +116,20 @@ wait'
     wait_until 15 no_job_left ||
       fail "still running 15 s after the head's SIGKILL:"$'\n'"$(describe_pids $(job_pids))"
     echo "everything gone on every host $(($(now_ms) - start)) ms after the head's SIGKILL"
+    ;;
+  child_unreachable)
+    trap '"$CLUSTER" start-sshd 24 >/dev/null 2>&1 || true; cleanup' EXIT
+    "$CLUSTER" stop-sshd 24
+    write_worker worker.sh '
+"$T/sleep" 1000 &
+touch "$T/up.$RANK"
+wait'
+    start_mlrun "${TREE[@]}" "$T/worker.sh"
+    wait_mlrun 120
+    expect_rc_nonzero
+    expect_grep "$T/err" 'job aborted: cannot start every agent: node 23 host24: .*\(from host5, its parent in the launch tree\)'
+    echo "mlrun exited $RC: $(grep -m1 "job aborted" "$T/err")"
+    "$CLUSTER" start-sshd 24
     ;;
   *) fail "no case $CASE" ;;
 esac
