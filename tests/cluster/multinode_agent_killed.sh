@@ -12,13 +12,9 @@ start_mlrun -H host1:2,host2:2,host3:2 "$T/worker.sh"
 wait_until 120 files_at_least "$T/pid.*" 6 || fail "the 6 workers did not start"
 wait_until 30 eval '[ "$(pgrep -fc -- "$T/sleep 1000")" -eq 6 ]' || fail "the workers' children did not start"
 # Node 1 is host2 (ranks 2 and 3): its agent is rank 2's parent.
-read -r wpid agent host <"$T/pid.2"
-[ "$host" = host2 ] || fail "rank 2 ran on $host"
-[ "$(tr '\0' ' ' <"/proc/$agent/cmdline")" = "$MLRUN agent " ] ||
-  fail "rank 2's parent is not an mlrun agent: $(tr '\0' ' ' <"/proc/$agent/cmdline")"
-[ "$(host_of_pid "$agent")" = host2 ] || fail "rank 2's agent lives on $(host_of_pid "$agent")"
+check_agent_of 2 host2
 start=$(now_ms)
-kill -KILL "$agent"
+kill -KILL "$AGENT"
 wait_mlrun 60
 took=$(($(now_ms) - start))
 expect_rc_nonzero

@@ -75,6 +75,20 @@ agent_pids() {
   true
 }
 
+# check_agent_of RANK HOST: sets AGENT to the pid of the agent that runs RANK on HOST, from
+# the worker's "$$ $PPID $(hostname)" line in $T/pid.RANK (or $T/up.RANK), and fails unless that
+# parent is an mlrun agent living on HOST. (An agent's lifeline is a fork with the same command
+# line, "mlrun agent", and is not the worker's parent.)
+check_agent_of() {
+  local f="$T/pid.$1" _w host
+  [ -f "$f" ] || f="$T/up.$1"
+  read -r _w AGENT host <"$f"
+  [ "$host" = "$2" ] || fail "rank $1 ran on $host, not $2"
+  [ "$(tr '\0' ' ' <"/proc/$AGENT/cmdline")" = "$MLRUN agent " ] ||
+    fail "rank $1's parent is not an mlrun agent: $(tr '\0' ' ' <"/proc/$AGENT/cmdline")"
+  [ "$(host_of_pid "$AGENT")" = "$2" ] || fail "rank $1's agent lives on $(host_of_pid "$AGENT")"
+}
+
 # host_of_pid PID: the cluster host whose network namespace PID lives in ("head" for the root).
 host_of_pid() {
   local ns

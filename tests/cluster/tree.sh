@@ -67,13 +67,9 @@ wait'
     start_mlrun "${TREE[@]}" "$T/worker.sh"
     wait_workers
     # Rank 0 is node 0's only worker, on host1: its parent is node 0's agent.
-    read -r _ agent host <"$T/up.0"
-    [ "$host" = host1 ] || fail "rank 0 ran on $host"
-    [ "$(tr '\0' ' ' <"/proc/$agent/cmdline")" = "$MLRUN agent " ] ||
-      fail "rank 0's parent is not an mlrun agent: $(tr '\0' ' ' <"/proc/$agent/cmdline")"
-    [ "$(host_of_pid "$agent")" = host1 ] || fail "rank 0's agent lives on $(host_of_pid "$agent")"
+    check_agent_of 0 host1
     start=$(now_ms)
-    kill -KILL "$agent"
+    kill -KILL "$AGENT"
     wait_mlrun 90
     took=$(($(now_ms) - start))
     expect_rc_nonzero
