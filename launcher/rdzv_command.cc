@@ -23,6 +23,9 @@ namespace {
 namespace rdzv = mlrun::rendezvous;
 
 constexpr int kDefaultPort = 29400;
+// Ranges of --max-memory (1 TiB) and --max-hold (what a u32 of milliseconds holds).
+constexpr int kMaxMemoryMiB = 1 << 20;
+constexpr int kMaxHoldS = 4'294'967;
 
 struct RdzvOptions {
   std::string host = "0.0.0.0";
@@ -31,6 +34,9 @@ struct RdzvOptions {
   std::string new_token_file;  // --new-token-file: write a fresh token to it
   std::string job_id;
   bool torch_store = false;  // --torch-store: also serve PyTorch's TCPStore protocol
+  int max_memory_mib = static_cast<int>(rdzv::kDefaultMaxMemoryBytes >> 20);  // --max-memory
+  int max_hold_s = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(rdzv::kDefaultMaxHold).count());
   bool help = false;
 };
 
@@ -68,6 +74,16 @@ RdzvOptions parse(const std::vector<std::string>& args, std::vector<std::string>
       if (auto v = take()) o.job_id = *v;
     } else if (name == "--torch_store" && !has_value) {
       o.torch_store = true;
+    } else if (name == "--max_memory") {
+      if (auto v = take(); v && !parse_int(*v, o.max_memory_mib, 1, kMaxMemoryMiB)) {
+        errors.push_back(
+            fmt::format("{} {}: not a number of MiB in [1, {}]", arg, *v, kMaxMemoryMiB));
+      }
+    } else if (name == "--max_hold") {
+      if (auto v = take(); v && !parse_int(*v, o.max_hold_s, 1, kMaxHoldS)) {
+        errors.push_back(
+            fmt::format("{} {}: not a number of seconds in [1, {}]", arg, *v, kMaxHoldS));
+      }
     } else if (name == "--token") {
       // Refused on purpose: every user of the host can read a process's argv.
       if (!has_value && i + 1 < args.size()) ++i;
@@ -133,7 +149,7 @@ std::string advertised_endpoint(const RdzvOptions& o, const rdzv::Server& server
 std::string rdzv_usage() {
   return fmt::format(
       "usage: mlrun rdzv [--host ADDR] [--port PORT] [--token-file FILE | --new-token-file FILE]\n"
-      "                  [--job-id ID] [--torch-store]\n"
+      "                  [--job-id ID] [--torch-store] [--max-memory MIB] [--max-hold SECONDS]\n"
       "Serves a rendezvous (ranks, key-value store, barriers, NCCL unique IDs) for trainers that\n"
       "bring their own launcher, until SIGINT or SIGTERM. Prints its endpoint (host:port) on\n"
       "stdout, one line, once it listens; clients connect with that endpoint and the token.\n"
@@ -145,10 +161,17 @@ std::string rdzv_usage() {
       "  --torch-store           also serve PyTorch's TCPStore (torch 1.13 and 2.x clients) on\n"
       "                          the same port, to loopback and to hosts of authenticated\n"
       "                          clients (docs/torch-store.md)\n"
+      "  --max-memory MIB        cap on the memory held for clients: keys and values with their\n"
+      "                          overhead, waiting requests, join groups (default {}; past it\n"
+      "                          requests are refused, docs/protocol.md)\n"
+      "  --max-hold SECONDS      longest a blocking request waits, whatever its timeout\n"
+      "                          (default {}, 24 hours)\n"
       "Without a file, the token is MLRUN_RDZV_TOKEN. There is no --token flag: argv is\n"
       "visible to every user of the host. A token needs at least {} characters, {} of them\n"
       "different (--new-token-file makes a random one of 32).\n",
-      kDefaultPort, kMinTokenChars, kMinTokenDistinctChars);
+      kDefaultPort, rdzv::kDefaultMaxMemoryBytes >> 20,
+      std::chrono::duration_cast<std::chrono::seconds>(rdzv::kDefaultMaxHold).count(),
+      kMinTokenChars, kMinTokenDistinctChars);
 }
 
 int rdzv_command(const std::vector<std::string>& args) {
@@ -183,6 +206,8 @@ int rdzv_command(const std::vector<std::string>& args) {
   try {
     rdzv::ServerOptions options{o.host, o.port, token, o.job_id};
     options.torch_store = o.torch_store;
+    options.max_memory = static_cast<std::size_t>(o.max_memory_mib) << 20;
+    options.max_hold = std::chrono::seconds(o.max_hold_s);
     options.on_abort = [](std::string_view reason) {
       fmt::print(stderr, "mlrun rdzv: the job was aborted: {}\n", reason);
     };

@@ -416,6 +416,7 @@ void ServerCore::Impl::close(const ConnPtr& c) {
   if (c->closed) return;
   unhold(*c);
   torch_forget(*c);
+  if (c->torch) torch_unhold(*c->torch);
   unpend(*c);
   c->closed = true;
   error_code ec;
@@ -599,6 +600,12 @@ std::size_t ServerCore::torch_refused() const {
 }
 std::size_t ServerCore::held_requests() const {
   return impl_->held_requests();
+}
+std::size_t ServerCore::memory_used() const {
+  return impl_->memory_used();
+}
+std::size_t ServerCore::open_join_groups() const {
+  return impl_->open_join_groups();
 }
 void ServerCore::stop() {
   impl_->stop();

@@ -20,8 +20,6 @@ class io_context;
 
 namespace mlrun::rendezvous {
 
-/// Total bytes of keys and values the store holds; a set past it is refused (kLimitExceeded).
-inline constexpr std::size_t kMaxStoreBytes = std::size_t{1} << 30;
 /// Replies one connection may have waiting for its socket before the server stops reading its
 /// requests (until the peer reads them): at most this plus one reply is held per connection.
 inline constexpr std::size_t kMaxUnsentReplyBytes = std::size_t{256} << 10;
@@ -66,6 +64,10 @@ class ServerCore {
   std::size_t torch_refused() const;
   /// Blocking requests (get, wait, barrier, join) held now.
   std::size_t held_requests() const;
+  /// Memory charged to the server's one cap now (rendezvous/memory.h), and join groups in the
+  /// making (finished ones are freed).
+  std::size_t memory_used() const;
+  std::size_t open_join_groups() const;
 
   /// Stops accepting, fails every held request with kShuttingDown and closes every
   /// connection. Idempotent. Handlers still queued on io finish harmlessly.

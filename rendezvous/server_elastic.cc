@@ -42,9 +42,9 @@ std::string json_string(std::string_view s) {
 
 void ServerCore::Impl::put(const std::string& key, std::string value) {
   auto it = store_.find(key);
-  std::size_t old_bytes = it == store_.end() ? 0 : key.size() + it->second.size();
-  store_bytes_ = store_bytes_ - old_bytes + key.size() + value.size();
-  store_[key] = std::move(value);
+  value.shrink_to_fit();
+  std::size_t old_bytes = it == store_.end() ? 0 : map_entry_bytes(it->first, it->second);
+  put_entry(it, key, std::move(value), old_bytes);
   notify(key);
 }
 
@@ -75,9 +75,12 @@ void ServerCore::Impl::handle(const ConnPtr& c, ElasticJoin& r) {
                                   quoted(r.member), g.next_round, quoted(r.group)));
     }
   }
+  // The waiter's entry and, once seen, the member's heartbeat record.
+  std::size_t cost = held_cost(r.group, {}) + 2 * string_bytes(r.member);
+  if (!room(c, cost)) return;
   g.waiting.push_back({c.get(), r.member, r.index, r.weight, ++join_seq_});
   std::string name = r.group;
-  hold(c, Held::kElasticJoin, r.timeout_ms, r.group);
+  hold(c, Held::kElasticJoin, r.timeout_ms, r.group, cost);
   g.heard[r.member].wall = std::chrono::system_clock::now();
   g.heard[r.member].at = std::chrono::steady_clock::now();
   if (g.running) {
@@ -223,11 +226,7 @@ void ServerCore::Impl::close_round(const std::string& name, ElasticGroup& g) {
     ConnPtr m = find(waiting[by_index[i]].conn);
     if (!m) continue;
     std::uint32_t id = m->held_id;
-    if (m->held == Held::kElasticJoin) {
-      m->held = Held::kNone;
-      ++m->held_seq;
-      m->wait_timer.cancel();
-    }
+    if (m->held == Held::kElasticJoin) end_hold(*m);
     reply(m, encode_reply(Op::kElasticJoin, id,
                           ElasticJoinReply{round, i, size, offset[i], total, members}));
   }

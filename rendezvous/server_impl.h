@@ -27,6 +27,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "rendezvous/memory.h"
 #include "rendezvous/protocol.h"
 #include "rendezvous/server.h"
 #include "rendezvous/torch_space.h"
@@ -55,6 +56,7 @@ struct TorchConn {
   torch::Request held;
   std::size_t next = 0;    // held.keys[next] is the first key not yet seen set
   std::string waiting_on;  // the key it is registered on in torch_waiters_
+  std::size_t held_bytes = 0;  // charged to the server's memory cap while holding
 };
 
 enum class Held { kNone, kGet, kWait, kBarrier, kJoin, kElasticJoin };
@@ -97,10 +99,14 @@ struct Conn {
   std::uint64_t held_seq = 0;
   Op held_op = Op::kHello;
   std::uint32_t held_id = 0;
-  std::uint32_t held_timeout_ms = 0;
+  std::uint32_t held_timeout_ms = 0;  // the timeout it runs for (capped at max_hold)
+  bool held_capped = false;           // it asked for longer than max_hold
   std::string held_name;  // get/wait: the key registered on; barrier/join: the name
   std::vector<std::string> wait_keys;
   std::size_t wait_next = 0;  // wait: index of the first key not yet seen set
+  // Charged to the server's memory cap while held: this request's part of the waiter lists,
+  // barriers and join groups, and its key list.
+  std::size_t held_bytes = 0;
 
   std::unique_ptr<TorchConn> torch;  // set for a TCPStore client
 };
@@ -119,7 +125,6 @@ struct JoinMember {
 
 struct JoinGroup {
   std::uint32_t size = 0;
-  bool complete = false;
   std::unordered_map<Conn*, JoinMember> members;
   std::unordered_set<std::int32_t> claimed;
 };
@@ -175,7 +180,8 @@ std::string quoted(std::string_view s);
 
 class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
  public:
-  Impl(asio::io_context& io, ServerOptions options) : io_(io), options_(std::move(options)) {}
+  Impl(asio::io_context& io, ServerOptions options)
+      : io_(io), options_(std::move(options)), memory_(options_.max_memory) {}
 
   void listen();
   int port() const { return port_; }
@@ -189,6 +195,8 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
     return static_cast<std::size_t>(std::count_if(
         conns_.begin(), conns_.end(), [](const auto& c) { return c.second->held != Held::kNone; }));
   }
+  std::size_t memory_used() const { return memory_.used(); }
+  std::size_t open_join_groups() const { return groups_.size(); }
   void stop();
 
  private:
@@ -304,7 +312,9 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   // buffer may move. False when no read should follow (closing, or paused while waiting).
   bool take_torch(const ConnPtr& c, bool compact);
   bool torch_request(const ConnPtr& c, torch::Request& r);
-  void torch_hold(const ConnPtr& c, torch::Request r);
+  // False when the connection is closed (the request would pass the memory cap).
+  bool torch_hold(const ConnPtr& c, torch::Request r);
+  void torch_unhold(TorchConn& t);
   bool torch_advance(TorchConn& t);
   void torch_finish(const ConnPtr& c);
   void torch_notify(const std::string& key);
@@ -315,11 +325,24 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
 
   // The store.
   bool store(const ConnPtr& c, const std::string& key, std::string value);
+  // Sets the entry at `it` (store_.end(): a new one) unchecked; old_bytes: its charge so far.
+  void put_entry(std::unordered_map<std::string, std::string>::iterator it, const std::string& key,
+                 std::string value, std::size_t old_bytes);
   void notify(const std::string& key);
   bool advance_wait(Conn& c);
 
-  // Held requests.
-  void hold(const ConnPtr& c, Held kind, std::uint32_t timeout_ms, std::string name);
+  // Memory (rendezvous/memory.h): true when `bytes` more fit the cap; else replies to c's
+  // request with "limit exceeded", naming the cap.
+  bool room(const ConnPtr& c, std::size_t bytes);
+  std::string memory_full_text() const;
+  // What holding a request costs: its waiter-list, barrier or group entry (under `name`) and
+  // its key list.
+  static std::size_t held_cost(const std::string& name, const std::vector<std::string>& keys);
+
+  // Held requests. hold charges `bytes` (checked by room() first); end_hold gives them back.
+  void hold(const ConnPtr& c, Held kind, std::uint32_t timeout_ms, std::string name,
+            std::size_t bytes);
+  void end_hold(Conn& c);
   void unhold(Conn& c);
   void on_timeout(const ConnPtr& c);
   ConnPtr find(Conn* c) {
@@ -338,11 +361,16 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   std::chrono::steady_clock::time_point last_accept_error_log_{};
 
   std::unordered_map<Conn*, ConnPtr> conns_;
+  // The one cap on memory held for clients (ServerOptions::max_memory): the store, the TCPStore
+  // key space, held requests, join groups, finished groups' records.
+  MemoryBudget memory_;
   std::unordered_map<std::string, std::string> store_;
-  std::size_t store_bytes_ = 0;
   std::unordered_map<std::string, std::unordered_set<Conn*>> key_waiters_;
   std::unordered_map<std::string, BarrierState> barriers_;
-  std::unordered_map<std::string, JoinGroup> groups_;
+  std::unordered_map<std::string, JoinGroup> groups_;  // in the making
+  // Finished join groups, by a hash of the name (kept to refuse a late join as "already
+  // complete"; the group itself is freed): kFinishedGroupBytes each.
+  std::unordered_set<std::uint64_t> finished_groups_;
   std::uint64_t join_seq_ = 0;
   std::unordered_map<std::string, ElasticGroup> elastic_;
   // Heartbeat connections: a member's lifeline. Its close loses the member.
@@ -351,7 +379,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
 
   // TCPStore clients' keys: one key space per generation (kTorchStoreGenerationKey).
   std::uint64_t torch_generation_ = 0;
-  torch::KeySpace torch_space_;
+  torch::KeySpace torch_space_{memory_};
   std::unordered_map<std::string, std::unordered_set<Conn*>> torch_waiters_;
   // Addresses of connections that authenticated with the token: the job's nodes.
   std::unordered_set<std::string> torch_peers_;

@@ -8,23 +8,64 @@
 #include "rendezvous/server_impl.h"
 
 namespace mlrun::rendezvous {
+namespace {
+
+// A held request's part of the waiter lists, barriers and join groups beyond its name: the
+// set or map entries that point at its connection, the group's claimed index, the timer.
+constexpr std::size_t kHeldEntryBytes = 4 * hash_entry_bytes(2 * sizeof(void*)) + 128;
+// A finished join group's record in finished_groups_.
+constexpr std::size_t kFinishedGroupBytes = hash_entry_bytes(sizeof(std::uint64_t));
+
+std::uint64_t group_hash(const std::string& name) {
+  return std::hash<std::string>{}(name);
+}
+
+}  // namespace
+
+std::string ServerCore::Impl::memory_full_text() const {
+  return fmt::format(
+      "the server's memory cap is reached ({} of {} bytes in use; kMaxMemoryBytes, "
+      "mlrun rdzv --max-memory)",
+      memory_.used(), memory_.max());
+}
+
+bool ServerCore::Impl::room(const ConnPtr& c, std::size_t bytes) {
+  if (memory_.fits(0, bytes)) return true;
+  reply(c, encode_error(c->header.op, c->header.request_id, Status::kLimitExceeded,
+                        memory_full_text()));
+  return false;
+}
+
+std::size_t ServerCore::Impl::held_cost(const std::string& name,
+                                        const std::vector<std::string>& keys) {
+  // The name is held twice (the connection's copy and the table's key); a wait re-registers
+  // under each of its keys in turn, so the longest one counts.
+  std::size_t longest = string_bytes(name);
+  for (const auto& k : keys) longest = std::max(longest, string_bytes(k));
+  return kHeldEntryBytes + 2 * longest + (keys.empty() ? 0 : strings_bytes(keys));
+}
 
 bool ServerCore::Impl::store(const ConnPtr& c, const std::string& key, std::string value) {
+  value.shrink_to_fit();
   auto it = store_.find(key);
-  std::size_t old_bytes = it == store_.end() ? 0 : key.size() + it->second.size();
-  std::size_t new_bytes = key.size() + value.size();
-  if (store_bytes_ - old_bytes + new_bytes > kMaxStoreBytes) {
+  std::size_t old_bytes = it == store_.end() ? 0 : map_entry_bytes(it->first, it->second);
+  if (!memory_.fits(old_bytes, map_entry_bytes(key.size(), value.capacity()))) {
     reply(c, encode_error(c->header.op, c->header.request_id, Status::kLimitExceeded,
-                          fmt::format("the store is full (kMaxStoreBytes = {})", kMaxStoreBytes)));
+                          memory_full_text()));
     return false;
   }
-  store_bytes_ = store_bytes_ - old_bytes + new_bytes;
-  if (it == store_.end()) {
-    store_.emplace(key, std::move(value));
-  } else {
-    it->second = std::move(value);
-  }
+  put_entry(it, key, std::move(value), old_bytes);
   return true;
+}
+
+void ServerCore::Impl::put_entry(std::unordered_map<std::string, std::string>::iterator it,
+                                 const std::string& key, std::string value, std::size_t old_bytes) {
+  if (it == store_.end()) {
+    it = store_.emplace(key, std::move(value)).first;
+  } else {
+    assign_value(it->second, std::move(value));
+  }
+  memory_.change(old_bytes, map_entry_bytes(it->first, it->second));
 }
 
 void ServerCore::Impl::notify(const std::string& key) {
@@ -38,16 +79,12 @@ void ServerCore::Impl::notify(const std::string& key) {
     if (!c) continue;
     if (c->held == Held::kGet) {
       std::uint32_t id = c->held_id;
-      c->held = Held::kNone;
-      ++c->held_seq;
-      c->wait_timer.cancel();
+      end_hold(*c);
       reply(c, encode_reply(Op::kGet, id, ValueReply{value}));
     } else if (c->held == Held::kWait) {
       if (advance_wait(*c)) {
         std::uint32_t id = c->held_id;
-        c->held = Held::kNone;
-        ++c->held_seq;
-        c->wait_timer.cancel();
+        end_hold(*c);
         reply(c, encode_reply(Op::kWait, id, EmptyReply{}));
       } else {
         c->held_name = c->wait_keys[c->wait_next];
@@ -82,8 +119,10 @@ void ServerCore::Impl::handle(const ConnPtr& c, Get& r) {
                           fmt::format("key {} is not set", quoted(r.key))));
     return;
   }
+  std::size_t cost = held_cost(r.key, {});
+  if (!room(c, cost)) return;
   key_waiters_[r.key].insert(c.get());
-  hold(c, Held::kGet, r.timeout_ms, std::move(r.key));
+  hold(c, Held::kGet, r.timeout_ms, std::move(r.key), cost);
 }
 
 void ServerCore::Impl::handle(const ConnPtr& c, Add& r) {
@@ -126,27 +165,37 @@ void ServerCore::Impl::handle(const ConnPtr& c, Wait& r) {
   c->wait_keys = std::move(r.keys);
   c->wait_next = 0;
   if (advance_wait(*c)) {
-    c->wait_keys.clear();
+    std::vector<std::string>().swap(c->wait_keys);
     reply(c, encode_reply(Op::kWait, c->header.request_id, EmptyReply{}));
     return;
   }
   std::string missing = c->wait_keys[c->wait_next];
+  std::size_t cost = held_cost(missing, c->wait_keys);
+  if (!room(c, cost)) {
+    std::vector<std::string>().swap(c->wait_keys);
+    return;
+  }
   key_waiters_[missing].insert(c.get());
-  hold(c, Held::kWait, r.timeout_ms, std::move(missing));
+  hold(c, Held::kWait, r.timeout_ms, std::move(missing), cost);
 }
 
 void ServerCore::Impl::handle(const ConnPtr& c, Delete& r) {
   auto it = store_.find(r.key);
   bool existed = it != store_.end();
   if (existed) {
-    store_bytes_ -= it->first.size() + it->second.size();
+    memory_.change(map_entry_bytes(it->first, it->second), 0);
     store_.erase(it);
   }
   reply(c, encode_reply(Op::kDelete, c->header.request_id, DeleteReply{existed}));
 }
 
 void ServerCore::Impl::handle(const ConnPtr& c, Barrier& r) {
-  BarrierState& b = barriers_[r.name];
+  // Memory is checked for an arrival that will wait; the last one needs none.
+  auto found = barriers_.find(r.name);
+  std::size_t before = found == barriers_.end() ? 0 : found->second.arrived.size();
+  std::size_t cost = held_cost(r.name, {});
+  if (before + 1 < r.count && !room(c, cost)) return;
+  BarrierState& b = found == barriers_.end() ? barriers_[r.name] : found->second;
   if (b.arrived.empty()) {
     b.count = r.count;
   } else if (b.count != r.count) {
@@ -157,7 +206,7 @@ void ServerCore::Impl::handle(const ConnPtr& c, Barrier& r) {
   }
   b.arrived.insert(c.get());
   if (b.arrived.size() < b.count) {
-    hold(c, Held::kBarrier, r.timeout_ms, std::move(r.name));
+    hold(c, Held::kBarrier, r.timeout_ms, std::move(r.name), cost);
     return;
   }
   // Complete: release everyone; the name starts a fresh round.
@@ -167,35 +216,42 @@ void ServerCore::Impl::handle(const ConnPtr& c, Barrier& r) {
     ConnPtr m = find(raw);
     if (!m) continue;
     std::uint32_t id = m.get() == c.get() ? c->header.request_id : m->held_id;
-    if (m->held == Held::kBarrier) {
-      m->held = Held::kNone;
-      ++m->held_seq;
-      m->wait_timer.cancel();
-    }
+    if (m->held == Held::kBarrier) end_hold(*m);
     reply(m, encode_reply(Op::kBarrier, id, EmptyReply{}));
   }
 }
 
 void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
-  JoinGroup& g = groups_[r.group];
   auto conflict = [&](std::string message) {
     reply(c, encode_error(c->header.op, c->header.request_id, Status::kConflict, message));
   };
-  if (g.complete)
+  // A finished group is freed; its record answers a late join.
+  if (finished_groups_.contains(group_hash(r.group)))
     return conflict(fmt::format("join group {} is already complete", quoted(r.group)));
+  auto found = groups_.find(r.group);
+  std::size_t before = found == groups_.end() ? 0 : found->second.members.size();
+  std::uint32_t size = found == groups_.end() ? r.size : found->second.size;
+  std::size_t cost = held_cost(r.group, {});
+  if (before + 1 < size && !room(c, cost)) return;
+  JoinGroup& g = found == groups_.end() ? groups_[r.group] : found->second;
+  // A request refused below leaves no empty group behind.
+  auto refuse_join = [&](std::string message) {
+    if (g.members.empty()) groups_.erase(r.group);
+    conflict(std::move(message));
+  };
   if (g.members.empty()) {
     g.size = r.size;
   } else if (g.size != r.size) {
-    return conflict(fmt::format("join group {} has size {}, this request says {}", quoted(r.group),
-                                g.size, r.size));
+    return refuse_join(fmt::format("join group {} has size {}, this request says {}",
+                                   quoted(r.group), g.size, r.size));
   }
   if (r.index >= 0 && !g.claimed.insert(r.index).second) {
-    return conflict(
+    return refuse_join(
         fmt::format("index {} of join group {} is already taken", r.index, quoted(r.group)));
   }
   g.members.emplace(c.get(), JoinMember{++join_seq_, r.index, r.weight});
   if (g.members.size() < g.size) {
-    hold(c, Held::kJoin, r.timeout_ms, std::move(r.group));
+    hold(c, Held::kJoin, r.timeout_ms, std::move(r.group), cost);
     return;
   }
   // Complete: members that asked for an index keep it; the others fill the free indices in
@@ -225,18 +281,17 @@ void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
     offset[i] = total;
     total += weight[i];
   }
-  g.complete = true;
-  g.members.clear();
-  g.claimed.clear();
+  // Finished: the group is freed (every member is answered below), and a record of its name
+  // kept. A record is charged even past the cap: a finished group cannot be refused.
+  groups_.erase(r.group);
+  if (finished_groups_.insert(group_hash(r.group)).second) {
+    memory_.change(0, kFinishedGroupBytes);
+  }
   for (std::size_t i = 0; i < by_index.size(); ++i) {
     ConnPtr m = find(by_index[i]);
     if (!m) continue;
     std::uint32_t id = m.get() == c.get() ? c->header.request_id : m->held_id;
-    if (m->held == Held::kJoin) {
-      m->held = Held::kNone;
-      ++m->held_seq;
-      m->wait_timer.cancel();
-    }
+    if (m->held == Held::kJoin) end_hold(*m);
     m->joined = fmt::format("member {} of join group {}", i, quoted(r.group));
     JoinReply body{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(by_index.size()),
                    offset[i], total};
@@ -256,19 +311,33 @@ void ServerCore::Impl::handle(const ConnPtr& c, Abort& r) {
 
 // --- Held requests ---------------------------------------------------------------------------
 
-void ServerCore::Impl::hold(const ConnPtr& c, Held kind, std::uint32_t timeout_ms,
-                            std::string name) {
+void ServerCore::Impl::hold(const ConnPtr& c, Held kind, std::uint32_t timeout_ms, std::string name,
+                            std::size_t bytes) {
   c->held = kind;
   c->held_op = static_cast<Op>(c->header.op);
   c->held_id = c->header.request_id;
-  c->held_timeout_ms = timeout_ms;
+  // However long the client asks for, a request is held max_hold at most (docs/protocol.md).
+  const auto max_hold = std::max<std::int64_t>(1, options_.max_hold.count());
+  c->held_capped = timeout_ms > max_hold;
+  c->held_timeout_ms = c->held_capped ? static_cast<std::uint32_t>(max_hold) : timeout_ms;
   c->held_name = std::move(name);
+  c->held_bytes = bytes;
+  memory_.change(0, bytes);
   std::uint64_t seq = ++c->held_seq;
-  c->wait_timer.expires_after(std::chrono::milliseconds(timeout_ms));
+  c->wait_timer.expires_after(std::chrono::milliseconds(c->held_timeout_ms));
   c->wait_timer.async_wait([self = shared_from_this(), c, seq](error_code ec) {
     if (ec || c->closed || c->held == Held::kNone || seq != c->held_seq) return;
     self->on_timeout(c);
   });
+}
+
+void ServerCore::Impl::end_hold(Conn& c) {
+  c.held = Held::kNone;
+  ++c.held_seq;
+  c.wait_timer.cancel();
+  memory_.change(c.held_bytes, 0);
+  c.held_bytes = 0;
+  std::vector<std::string>().swap(c.wait_keys);
 }
 
 void ServerCore::Impl::unhold(Conn& c) {
@@ -289,7 +358,7 @@ void ServerCore::Impl::unhold(Conn& c) {
       }
       break;
     case Held::kJoin:
-      if (auto it = groups_.find(c.held_name); it != groups_.end() && !it->second.complete) {
+      if (auto it = groups_.find(c.held_name); it != groups_.end()) {
         auto m = it->second.members.find(&c);
         if (m != it->second.members.end()) {
           if (m->second.index >= 0) it->second.claimed.erase(m->second.index);
@@ -311,10 +380,7 @@ void ServerCore::Impl::unhold(Conn& c) {
       }
       break;
   }
-  c.held = Held::kNone;
-  ++c.held_seq;
-  c.wait_keys.clear();
-  c.wait_timer.cancel();
+  end_hold(c);
 }
 
 void ServerCore::Impl::on_timeout(const ConnPtr& c) {
@@ -369,6 +435,12 @@ void ServerCore::Impl::on_timeout(const ConnPtr& c) {
       break;
     case Held::kNone:
       return;
+  }
+  if (c->held_capped) {
+    message += fmt::format(
+        " (the server holds a request {} ms at most, kMaxHold, mlrun rdzv --max-hold; it asked "
+        "for longer)",
+        ms);
   }
   Op op = c->held_op;
   std::uint32_t id = c->held_id;

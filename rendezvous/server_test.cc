@@ -424,6 +424,138 @@ TEST(Server, StopClosesEveryConnectionAndWaitersSeeConnectionError) {
   EXPECT_EQ(connection_errors.load(), 4);
 }
 
+// The memory cap counts what entries really cost (node, buckets, string blocks), not their
+// bytes: 1 MiB holds about 9,000 one-character keys, not 116,000. Past it a set, or a request
+// that would be held, is refused with "limit exceeded"; the connection stays usable, and a
+// delete makes room again.
+TEST(Server, MemoryCapCountsEntriesWithTheirOverhead) {
+  ServerOptions o = options();
+  o.max_memory = 1u << 20;
+  LoopServer server(o);
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  std::size_t n = 0;
+  std::string refusal;
+  for (; n < 200'000; ++n) {
+    try {
+      c.set(fmt::format("k{}", n), "v");
+    } catch (const Error& e) {
+      refusal = e.what();
+      break;
+    }
+  }
+  EXPECT_NE(refusal.find("limit exceeded"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("memory cap"), std::string::npos) << refusal;
+  // At least 96 bytes an entry; no more than 256.
+  EXPECT_LT(n, (1u << 20) / 96) << n << " keys fit";
+  EXPECT_GT(n, (1u << 20) / 256) << n << " keys fit";
+  std::size_t used = server.on_loop([&] { return server.core().memory_used(); });
+  EXPECT_LE(used, o.max_memory);
+  EXPECT_GT(used, o.max_memory - 4096);
+  // Still served; a blocking request that needs memory is refused at once, not held.
+  EXPECT_EQ(c.get("k0"), "v");
+  auto start = std::chrono::steady_clock::now();
+  try {
+    c.get("never set", 30s);
+    ADD_FAILURE() << "a held get past the cap was accepted";
+  } catch (const TimeoutError& e) {
+    ADD_FAILURE() << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory cap"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(c.remove(fmt::format("k{}", i)));
+  EXPECT_NO_THROW(c.set("after delete", "v"));
+}
+
+// A held request is charged for its key list: a wait naming 2,000 keys of 1,000 bytes (2 MB)
+// does not fit a 1 MiB cap and is refused at once; the memory of a held wait is given back when
+// it ends (here by its timeout).
+TEST(Server, HeldWaitsAreChargedForTheirKeys) {
+  ServerOptions o = options();
+  o.max_memory = 1u << 20;
+  LoopServer server(o);
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 2000; ++i) keys.push_back(fmt::format("{:04}{}", i, std::string(996, 'k')));
+  try {
+    c.wait(keys, 30s);
+    ADD_FAILURE() << "a 2 MB wait was held under a 1 MiB cap";
+  } catch (const TimeoutError& e) {
+    ADD_FAILURE() << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory cap"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server.held_requests(), 0u);
+  keys.resize(200);  // 200 KB: fits
+  std::thread waiter([&] { EXPECT_THROW(c.wait(keys, 1s), TimeoutError); });
+  ASSERT_TRUE(server.wait_held(1));
+  std::size_t held = server.on_loop([&] { return server.core().memory_used(); });
+  EXPECT_GT(held, 200u * 1000);
+  waiter.join();
+  EXPECT_EQ(server.on_loop([&] { return server.core().memory_used(); }), 0u);
+}
+
+// A finished join group is freed: 500 groups with 4 KB names leave no group and a few bytes
+// each (211 MB for 50,000 before). A late join to a finished group still gets "already
+// complete" at once.
+TEST(Server, FinishedJoinGroupsAreFreed) {
+  LoopServer server(options());
+  RawPeer peer(server.port());
+  ASSERT_EQ(peer.hello(kToken), Status::kOk);
+  auto name = [](int i) { return fmt::format("{:05}{}", i, std::string(4000, 'g')); };
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(peer.send(proto::encode_request(2, proto::Join{name(i), 1, -1, 1, 1000})));
+    auto f = peer.read_frame();
+    ASSERT_TRUE(f);
+    ASSERT_EQ(f->header.status, Status::kOk);
+  }
+  EXPECT_EQ(server.on_loop([&] { return server.core().open_join_groups(); }), 0u);
+  std::size_t used = server.on_loop([&] { return server.core().memory_used(); });
+  EXPECT_LT(used, 500u * 100) << used << " bytes for 500 finished groups";
+  ASSERT_TRUE(peer.send(proto::encode_request(3, proto::Join{name(7), 1, -1, 1, 1000})));
+  auto late = peer.read_frame();
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->header.status, Status::kConflict);
+  EXPECT_NE(late->payload.find("already complete"), std::string::npos) << late->payload;
+  // A group of two: the first member is held (and charged), both are answered, the group goes.
+  Client a = Client::connect(server.endpoint(), kToken, quick());
+  Client b = Client::connect(server.endpoint(), kToken, quick());
+  std::thread first([&] { EXPECT_NO_THROW(a.join(2)); });
+  ASSERT_TRUE(server.wait_held(1));
+  EXPECT_EQ(server.on_loop([&] { return server.core().open_join_groups(); }), 1u);
+  EXPECT_GT(server.on_loop([&] { return server.core().memory_used(); }), used);
+  EXPECT_NO_THROW(b.join(2));
+  first.join();
+  EXPECT_EQ(server.on_loop([&] { return server.core().open_join_groups(); }), 0u);
+  EXPECT_THROW(Client::connect(server.endpoint(), kToken, quick()).join(2), Error);
+}
+
+// However long a blocking request asks to wait, the server holds it max_hold at most and then
+// answers "timeout", saying so; a shorter timeout is the request's own.
+TEST(Server, HeldRequestsEndAtTheMaximumHold) {
+  ServerOptions o = options();
+  o.max_hold = 300ms;
+  LoopServer server(o);
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  auto start = std::chrono::steady_clock::now();
+  try {
+    c.wait({"a", "b"}, std::chrono::hours(1));
+    ADD_FAILURE() << "the wait returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("kMaxHold"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("300 ms"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  try {
+    c.get("a", 100ms);
+    ADD_FAILURE() << "the get returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()).find("kMaxHold"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server.held_requests(), 0u);
+}
+
 TEST(Server, OptionsAreChecked) {
   boost::asio::io_context io;
   EXPECT_THROW({ ServerCore s(io, ServerOptions{"127.0.0.1", 0, ""}); }, Error);

@@ -218,8 +218,7 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
     case torch::Op::kGet:
     case torch::Op::kWait:
     case torch::Op::kMultiGet:
-      torch_hold(c, std::move(r));
-      return !c->closed;
+      return torch_hold(c, std::move(r)) && !c->closed;
     case torch::Op::kCheck: {
       bool ready = std::all_of(r.keys.begin(), r.keys.end(),
                                [&](const std::string& k) { return torch_space_.contains(k); });
@@ -236,8 +235,7 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
       // Answered the same whether a wait was still pending or had ended (its 0 went first).
       if (t.holding) {
         torch_forget(*c);
-        t.holding = false;
-        t.held = {};
+        torch_unhold(t);
       }
       torch::append_u8(out, torch::kWaitCanceled);
       break;
@@ -255,19 +253,39 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
 
 // --- Waiting requests ----------------------------------------------------------------------
 
-void ServerCore::Impl::torch_hold(const ConnPtr& c, torch::Request r) {
+bool ServerCore::Impl::torch_hold(const ConnPtr& c, torch::Request r) {
   TorchConn& t = *c->torch;
   // A WAIT still pending (its client gave up on it) is replaced, never answered.
-  if (t.holding) torch_forget(*c);
+  if (t.holding) {
+    torch_forget(*c);
+    torch_unhold(t);
+  }
+  // Its key list and waiter entry count against the server's one cap; the protocol has no
+  // error reply, so a request past it closes the connection.
+  std::size_t cost = held_cost({}, r.keys);
+  if (!memory_.fits(0, cost)) {
+    return torch_fail(c, fmt::format("{} of {} keys: {}", torch::op_name(r.op), r.keys.size(),
+                                     memory_full_text()));
+  }
   t.held = std::move(r);
   t.next = 0;
   t.holding = true;
+  t.held_bytes = cost;
+  memory_.change(0, cost);
   if (torch_advance(t)) {
     torch_finish(c);
-    return;
+    return true;
   }
   t.waiting_on = t.held.keys[t.next];
   torch_waiters_[t.waiting_on].insert(c.get());
+  return true;
+}
+
+void ServerCore::Impl::torch_unhold(TorchConn& t) {
+  t.holding = false;
+  t.held = {};
+  memory_.change(t.held_bytes, 0);
+  t.held_bytes = 0;
 }
 
 bool ServerCore::Impl::torch_advance(TorchConn& t) {
@@ -294,8 +312,7 @@ void ServerCore::Impl::torch_finish(const ConnPtr& c) {
   } else {
     for (const auto& k : t.held.keys) torch::append_bytes(out, *torch_space_.find(k));
   }
-  t.holding = false;
-  t.held = {};
+  torch_unhold(t);
   t.waiting_on.clear();
   send(c, std::move(out));
 }
@@ -333,7 +350,7 @@ void ServerCore::Impl::torch_new_generation() {
   // The workers of the attempt before are gone (the launcher settles an attempt before the next
   // starts): their connections close with their keys, and nothing of theirs is seen again.
   ++torch_generation_;
-  torch_space_ = torch::KeySpace();
+  torch_space_.clear();
   torch_waiters_.clear();
   std::vector<ConnPtr> old;
   for (auto& [raw, c] : conns_) {

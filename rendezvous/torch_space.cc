@@ -3,23 +3,9 @@
 #include <charconv>
 
 namespace mlrun::rendezvous::torch {
-namespace {
-
-// An unordered_map node holds both strings, the next pointer and the cached hash; the bucket
-// array adds about one pointer per entry at the default load factor.
-constexpr std::size_t kEntryBytes = sizeof(std::string) * 2 + sizeof(void*) * 2 + sizeof(void*);
-// Strings this short live inside the std::string (no heap block).
-constexpr std::size_t kInlineChars = 15;
-
-std::size_t heap_bytes(std::size_t capacity) {
-  return capacity > kInlineChars ? capacity + 1 : 0;
-}
-
-}  // namespace
-
 std::size_t KeySpace::cost(const std::string& key, const std::string& value) {
   // The map's copy of a key is allocated to its size; a value is moved in as it is.
-  return kEntryBytes + heap_bytes(key.size()) + heap_bytes(value.capacity());
+  return map_entry_bytes(key.size(), value.capacity());
 }
 
 KeySpace::Result KeySpace::admit(const std::string& key, std::size_t old_cost,
@@ -27,7 +13,7 @@ KeySpace::Result KeySpace::admit(const std::string& key, std::size_t old_cost,
   if (old_cost == 0 && map_.size() >= kMaxKeys && !map_.contains(key)) {
     return Result::kTooManyKeys;
   }
-  if (memory_ - old_cost + new_cost > max_bytes_) return Result::kFull;
+  if (!budget_->fits(old_cost, new_cost)) return Result::kFull;
   return Result::kOk;
 }
 
@@ -44,12 +30,11 @@ KeySpace::Result KeySpace::set(const std::string& key, std::string value) {
   if (it == map_.end()) {
     it = map_.emplace(key, std::move(value)).first;
   } else {
-    // Move-assigning a short string keeps the old heap block: count what is held, not what
-    // was given.
-    it->second = std::move(value);
-    if (it->second.capacity() > it->second.size() * 2 + kInlineChars) it->second.shrink_to_fit();
+    assign_value(it->second, std::move(value));  // counts what is held, not what was given
   }
-  memory_ = memory_ - old_cost + cost(it->first, it->second);
+  std::size_t new_cost = cost(it->first, it->second);
+  budget_->change(old_cost, new_cost);
+  memory_ = memory_ - old_cost + new_cost;
   return Result::kOk;
 }
 
@@ -94,9 +79,17 @@ KeySpace::Result KeySpace::compare_set(const std::string& key, const std::string
 bool KeySpace::erase(const std::string& key) {
   auto it = map_.find(key);
   if (it == map_.end()) return false;
-  memory_ -= cost(it->first, it->second);
+  std::size_t c = cost(it->first, it->second);
+  budget_->change(c, 0);
+  memory_ -= c;
   map_.erase(it);
   return true;
+}
+
+void KeySpace::clear() {
+  budget_->change(memory_, 0);
+  memory_ = 0;
+  std::unordered_map<std::string, std::string>().swap(map_);
 }
 
 std::string_view KeySpace::why(Result r) {
@@ -106,7 +99,8 @@ std::string_view KeySpace::why(Result r) {
     case Result::kTooManyKeys:
       return "the key space holds kMaxKeys keys";
     case Result::kFull:
-      return "the key space would pass kMaxSpaceBytes (or a value kMaxValueBytes)";
+      return "the server's memory cap would be passed (kMaxMemoryBytes, mlrun rdzv --max-memory; "
+             "docs/protocol.md), or a value kMaxValueBytes";
     case Result::kNotInteger:
       return "ADD on a key whose value is not a decimal integer";
     case Result::kOverflow:

@@ -1,6 +1,7 @@
 // One key space of the TCPStore that mlrun's server serves to PyTorch (docs/torch-store.md):
-// the keys of one training attempt. Counts its real memory and refuses what would pass its
-// limits; knows nothing of connections (the server keeps the waiters).
+// the keys of one training attempt. Counts its real memory (rendezvous/memory.h) against a
+// budget, its own or the server's one cap, and refuses what would pass it; knows nothing of
+// connections (the server keeps the waiters).
 #pragma once
 
 #include <cstddef>
@@ -10,14 +11,20 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "rendezvous/memory.h"
 #include "rendezvous/torch_store.h"
 
 namespace mlrun::rendezvous::torch {
 
 class KeySpace {
  public:
-  /// max_bytes: the real-memory cap (tests use a small one).
-  explicit KeySpace(std::size_t max_bytes = kMaxSpaceBytes) : max_bytes_(max_bytes) {}
+  /// A key space with a budget of its own of max_bytes (tests use a small one).
+  explicit KeySpace(std::size_t max_bytes = kMaxSpaceBytes) : own_(max_bytes), budget_(&own_) {}
+  /// A key space charged to a shared budget (the server's one cap), which must outlive it.
+  explicit KeySpace(MemoryBudget& shared) : own_(0), budget_(&shared) {}
+  KeySpace(const KeySpace&) = delete;
+  KeySpace& operator=(const KeySpace&) = delete;
+  ~KeySpace() { budget_->change(memory_, 0); }
 
   enum class Result { kOk, kTooManyKeys, kFull, kNotInteger, kOverflow };
 
@@ -34,8 +41,10 @@ class KeySpace {
   Result compare_set(const std::string& key, const std::string& expected, std::string desired,
                      std::string* out, bool* changed);
   bool erase(const std::string& key);
+  /// Forgets every key and gives their memory back (the table's buckets too).
+  void clear();
   std::size_t size() const { return map_.size(); }
-  /// Real memory held: strings' capacities plus each entry's node and bucket.
+  /// Real memory held: each entry's node and buckets plus its strings' blocks.
   std::size_t memory() const { return memory_; }
   static std::string_view why(Result r);
 
@@ -45,7 +54,8 @@ class KeySpace {
 
   std::unordered_map<std::string, std::string> map_;
   std::size_t memory_ = 0;
-  std::size_t max_bytes_;
+  MemoryBudget own_;
+  MemoryBudget* budget_;
 };
 
 }  // namespace mlrun::rendezvous::torch

@@ -25,7 +25,9 @@ inline constexpr std::size_t kMaxKeys = 128u << 10;
 /// The keys and values of one request together: a MULTI_SET of many large values is refused
 /// rather than buffered.
 inline constexpr std::size_t kMaxRequestBytes = 16u << 20;
-/// What one key space may hold, counted as real memory (entry overhead and string capacities).
+/// What a KeySpace with a budget of its own may hold, counted as real memory (entry overhead and
+/// string blocks). The server's key spaces are charged to its one cap instead (ServerOptions::
+/// max_memory).
 inline constexpr std::size_t kMaxSpaceBytes = std::size_t{1} << 30;
 
 /// torch 2.x's VALIDATE magic (the u32 after opcode 0 on a new connection).

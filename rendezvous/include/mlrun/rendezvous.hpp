@@ -13,6 +13,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,6 +87,14 @@ class MLRUN_RDZV_EXPORT ConnectionError : public Error {
 /// attempt or elastic round sees another's keys (docs/torch-store.md).
 inline constexpr std::string_view kTorchStoreGenerationKey = "mlrun/torch_store/generation";
 
+/// The server's one cap on the memory it holds for clients (store entries with their overhead,
+/// TCPStore keys, held requests and their key lists, join groups and barriers): a request that
+/// needs more is refused with "limit exceeded" (docs/protocol.md, "Memory").
+inline constexpr std::size_t kDefaultMaxMemoryBytes = std::size_t{1} << 30;
+/// The longest the server holds a blocking request (get, wait, barrier, join, elastic join),
+/// whatever timeout it asks for: then it is answered "timeout" (docs/protocol.md).
+inline constexpr std::chrono::milliseconds kDefaultMaxHold = std::chrono::hours(24);
+
 /// An aggregate: ServerOptions{host, port, token} is the usual spelling.
 struct ServerOptions {
   /// Address to listen on ("127.0.0.1", "0.0.0.0", "::", a host name).
@@ -113,6 +122,10 @@ struct ServerOptions {
   bool torch_store = false;
   /// More addresses (numeric) allowed to use the TCPStore protocol.
   std::vector<std::string> torch_store_allow{};
+  /// The cap on the memory held for clients, in bytes (kDefaultMaxMemoryBytes).
+  std::size_t max_memory = kDefaultMaxMemoryBytes;
+  /// The longest a blocking request is held (kDefaultMaxHold); at least 1 ms.
+  std::chrono::milliseconds max_hold = kDefaultMaxHold;
 };
 
 /// A rendezvous server running on its own thread. Move-only; the destructor stops it.
