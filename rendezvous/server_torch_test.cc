@@ -193,6 +193,47 @@ TEST(ServerTorch, ANewGenerationEmptiesTheKeysAndClosesEarlierClients) {
   EXPECT_EQ(fresh.read_bytes(1), std::string(1, '\x01'));
 }
 
+// TCPStore keys and waiting requests are charged to the server's one memory cap, with mlrun's own
+// keys: past it the TCPStore request closes its connection (no error reply in that protocol),
+// naming the cap in the log; a new generation gives the old keys' memory back.
+TEST(ServerTorch, KeysAndWaitsCountAgainstTheServersOneCap) {
+  ServerOptions o = torch_options();
+  o.max_memory = 512u << 10;
+  LoopServer server(o);
+  auto used = [&] { return server.on_loop([&] { return server.core().memory_used(); }); };
+  RawPeer torch_peer(server.port());
+  torch_peer.send(req(Dialect::kTorch113, TOp::kSet, {"/a"}, {std::string(200'000, 'a')}) +
+                  req(Dialect::kTorch113, TOp::kGetNumKeys));
+  ASSERT_EQ(torch_peer.read_bytes(8), i64_reply(1));
+  EXPECT_GT(used(), 200'000u);
+  Client c = Client::connect(server.endpoint(), kToken);
+  c.set("mine", std::string(200'000, 'm'));
+  // 400 KB held; 200 KB more does not fit 512 KiB, whichever protocol asks.
+  torch_peer.send(req(Dialect::kTorch113, TOp::kSet, {"/b"}, {std::string(200'000, 'b')}));
+  EXPECT_TRUE(torch_peer.closed_by_peer(3s));
+  EXPECT_TRUE(any_line_has(server.log_lines(), "memory cap", "/b"));
+  EXPECT_THROW(c.set("mine too", std::string(200'000, 'm')), Error);
+  // A WAIT naming 100 KB of keys is charged while it waits, and refused past the cap.
+  RawPeer waiter(server.port());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 100; ++i) keys.push_back(fmt::format("/{:03}{}", i, std::string(996, 'w')));
+  std::size_t before = used();
+  waiter.send(req(Dialect::kTorch113, TOp::kWait, keys));
+  EXPECT_FALSE(waiter.read_bytes(1, 200ms));
+  EXPECT_GT(used(), before + 100'000);
+  waiter.close();
+  ASSERT_TRUE(server.wait_connections(1));
+  EXPECT_EQ(used(), before);
+  for (int i = 0; i < 100; ++i)
+    keys.push_back(fmt::format("/{:03}{}", i + 100, std::string(996, 'w')));
+  RawPeer big_waiter(server.port());
+  big_waiter.send(req(Dialect::kTorch113, TOp::kWait, keys));
+  EXPECT_TRUE(big_waiter.closed_by_peer(3s));
+  // A new generation frees the TCPStore keys.
+  c.set(std::string(kTorchStoreGenerationKey), "1");
+  EXPECT_LT(used(), before - 150'000);
+}
+
 // An IPv4 address of this host that is not loopback, or "" where there is none.
 std::string non_loopback_address() {
   ifaddrs* list = nullptr;
