@@ -24,7 +24,7 @@ std::uint64_t group_hash(const std::string& name) {
 
 std::string ServerCore::Impl::memory_full_text() const {
   return fmt::format(
-      "the server's memory cap is reached ({} of {} bytes in use; kMaxMemoryBytes, "
+      "the server's memory cap is reached ({} of {} bytes in use; kDefaultMaxMemoryBytes, "
       "mlrun rdzv --max-memory)",
       memory_.used(), memory_.max());
 }
@@ -438,7 +438,8 @@ void ServerCore::Impl::on_timeout(const ConnPtr& c) {
   }
   if (c->held_capped) {
     message += fmt::format(
-        " (the server holds a request {} ms at most, kMaxHold, mlrun rdzv --max-hold; it asked "
+        " (the server holds a request {} ms at most, kDefaultMaxHold, mlrun rdzv --max-hold; it "
+        "asked "
         "for longer)",
         ms);
   }

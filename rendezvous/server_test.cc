@@ -542,7 +542,7 @@ TEST(Server, HeldRequestsEndAtTheMaximumHold) {
     c.wait({"a", "b"}, std::chrono::hours(1));
     ADD_FAILURE() << "the wait returned";
   } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("kMaxHold"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kDefaultMaxHold"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("300 ms"), std::string::npos) << e.what();
   }
   EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
@@ -551,7 +551,7 @@ TEST(Server, HeldRequestsEndAtTheMaximumHold) {
     c.get("a", 100ms);
     ADD_FAILURE() << "the get returned";
   } catch (const TimeoutError& e) {
-    EXPECT_EQ(std::string(e.what()).find("kMaxHold"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("kDefaultMaxHold"), std::string::npos) << e.what();
   }
   EXPECT_EQ(server.held_requests(), 0u);
 }

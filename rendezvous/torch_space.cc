@@ -99,7 +99,8 @@ std::string_view KeySpace::why(Result r) {
     case Result::kTooManyKeys:
       return "the key space holds kMaxKeys keys";
     case Result::kFull:
-      return "the server's memory cap would be passed (kMaxMemoryBytes, mlrun rdzv --max-memory; "
+      return "the server's memory cap would be passed (kDefaultMaxMemoryBytes, mlrun rdzv "
+             "--max-memory; "
              "docs/protocol.md), or a value kMaxValueBytes";
     case Result::kNotInteger:
       return "ADD on a key whose value is not a decimal integer";

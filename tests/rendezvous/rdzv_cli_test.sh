@@ -29,6 +29,13 @@ MLRUN_RDZV_TOKEN=x "$mlrun" rdzv --job_id x --torch_store --port=65536 >/dev/nul
 [ $? = 2 ] || fail "--port=65536: expected exit 2"
 grep -q "unknown argument" "$dir/err" && fail "--job_id or --torch_store refused: $(cat "$dir/err")"
 grep -q -- "--port 65536: not a port number" "$dir/err" || fail "--port=65536: no reason given"
+# The memory cap and the maximum hold are range-checked, the limit named.
+MLRUN_RDZV_TOKEN=x "$mlrun" rdzv --max-memory 0 --max_hold=99999999 --port 0 >/dev/null 2>"$dir/err"
+[ $? = 2 ] || fail "--max-memory 0: expected exit 2"
+grep -q -- "--max-memory 0: not a number of MiB in \[1, 1048576\]" "$dir/err" ||
+  fail "--max-memory 0: no reason given: $(cat "$dir/err")"
+grep -q -- "--max_hold 99999999: not a number of seconds in \[1, 4294967\]" "$dir/err" ||
+  fail "--max_hold: no reason given: $(cat "$dir/err")"
 
 "$mlrun" rdzv --host 127.0.0.1 --port 0 --new_token_file "$dir/token" --job-id cli-test \
   >"$dir/endpoint" 2>"$dir/log" &
