@@ -379,6 +379,8 @@ void ServerCore::Impl::close_after_flush(const ConnPtr& c) {
   if (c->closed || c->closing) return;
   c->closing = true;
   unhold(*c);
+  torch_forget(*c);
+  if (c->torch) torch_unhold(*c);
   arm_deadline(c, std::chrono::duration_cast<std::chrono::milliseconds>(kMaxLinger), "flush");
   if (!c->writing && c->out.empty()) linger(c);
 }
@@ -416,7 +418,7 @@ void ServerCore::Impl::close(const ConnPtr& c) {
   if (c->closed) return;
   unhold(*c);
   torch_forget(*c);
-  if (c->torch) torch_unhold(*c->torch);
+  if (c->torch) torch_unhold(*c);
   unpend(*c);
   c->closed = true;
   error_code ec;

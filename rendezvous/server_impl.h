@@ -314,7 +314,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   bool torch_request(const ConnPtr& c, torch::Request& r);
   // False when the connection is closed (the request would pass the memory cap).
   bool torch_hold(const ConnPtr& c, torch::Request r);
-  void torch_unhold(TorchConn& t);
+  void torch_unhold(Conn& c);
   bool torch_advance(TorchConn& t);
   void torch_finish(const ConnPtr& c);
   void torch_notify(const std::string& key);

@@ -235,7 +235,7 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
       // Answered the same whether a wait was still pending or had ended (its 0 went first).
       if (t.holding) {
         torch_forget(*c);
-        torch_unhold(t);
+        torch_unhold(*c);
       }
       torch::append_u8(out, torch::kWaitCanceled);
       break;
@@ -258,7 +258,7 @@ bool ServerCore::Impl::torch_hold(const ConnPtr& c, torch::Request r) {
   // A WAIT still pending (its client gave up on it) is replaced, never answered.
   if (t.holding) {
     torch_forget(*c);
-    torch_unhold(t);
+    torch_unhold(*c);
   }
   // Its key list and waiter entry count against the server's one cap; the protocol has no
   // error reply, so a request past it closes the connection.
@@ -278,14 +278,31 @@ bool ServerCore::Impl::torch_hold(const ConnPtr& c, torch::Request r) {
   }
   t.waiting_on = t.held.keys[t.next];
   torch_waiters_[t.waiting_on].insert(c.get());
+  // Held max_hold at most, as mlrun's own requests: then the connection is closed (the
+  // protocol has no timeout reply; PyTorch's clients time out on their own side first unless
+  // they asked for longer).
+  const auto max_hold =
+      std::chrono::milliseconds(std::max<std::int64_t>(1, options_.max_hold.count()));
+  std::uint64_t seq = ++c->held_seq;
+  c->wait_timer.expires_after(max_hold);
+  c->wait_timer.async_wait([self = shared_from_this(), c, seq, max_hold](error_code ec) {
+    if (ec || c->closed || !c->torch || !c->torch->holding || seq != c->held_seq) return;
+    self->torch_fail(c, fmt::format("{} of {} keys still waiting after {} ms, the server's "
+                                    "maximum hold (kDefaultMaxHold, mlrun rdzv --max-hold)",
+                                    torch::op_name(c->torch->held.op), c->torch->held.keys.size(),
+                                    max_hold.count()));
+  });
   return true;
 }
 
-void ServerCore::Impl::torch_unhold(TorchConn& t) {
+void ServerCore::Impl::torch_unhold(Conn& c) {
+  TorchConn& t = *c.torch;
   t.holding = false;
   t.held = {};
   memory_.change(t.held_bytes, 0);
   t.held_bytes = 0;
+  ++c.held_seq;
+  c.wait_timer.cancel();
 }
 
 bool ServerCore::Impl::torch_advance(TorchConn& t) {
@@ -312,7 +329,7 @@ void ServerCore::Impl::torch_finish(const ConnPtr& c) {
   } else {
     for (const auto& k : t.held.keys) torch::append_bytes(out, *torch_space_.find(k));
   }
-  torch_unhold(t);
+  torch_unhold(*c);
   t.waiting_on.clear();
   send(c, std::move(out));
 }

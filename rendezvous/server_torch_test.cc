@@ -234,6 +234,27 @@ TEST(ServerTorch, KeysAndWaitsCountAgainstTheServersOneCap) {
   EXPECT_LT(used(), before - 150'000);
 }
 
+// A TCPStore GET or WAIT is held max_hold at most, like mlrun's own requests; the protocol has no
+// timeout reply, so the connection is closed, the log naming the maximum.
+TEST(ServerTorch, WaitsEndAtTheMaximumHold) {
+  ServerOptions o = torch_options();
+  o.max_hold = 300ms;
+  LoopServer server(o);
+  RawPeer waiter(server.port());
+  auto start = std::chrono::steady_clock::now();
+  waiter.send(req(Dialect::kTorch113, TOp::kGet, {"/never"}));
+  EXPECT_TRUE(waiter.closed_by_peer(10s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  EXPECT_TRUE(any_line_has(server.log_lines(), "maximum hold", "300 ms"));
+  EXPECT_EQ(server.on_loop([&] { return server.core().memory_used(); }), 0u);
+  // A wait answered in time is not cut.
+  RawPeer quick_waiter(server.port()), setter(server.port());
+  quick_waiter.send(req(Dialect::kTorch113, TOp::kWait, {"/soon"}));
+  setter.send(req(Dialect::kTorch113, TOp::kSet, {"/soon"}, {"1"}));
+  EXPECT_EQ(quick_waiter.read_bytes(1), std::string(1, '\0'));
+  EXPECT_FALSE(quick_waiter.closed_by_peer(600ms));
+}
+
 // An IPv4 address of this host that is not loopback, or "" where there is none.
 std::string non_loopback_address() {
   ifaddrs* list = nullptr;
