@@ -8,6 +8,7 @@ source "$(dirname "$0")/common.sh"
 # so that the flood also runs it out of descriptors, which evicts the oldest unauthenticated
 # connection at once instead of leaving new ones queued until handshake deadlines free some.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+SECONDS=0
 start_rdzv
 prlimit --pid "$RDZV_PID" --nofile=4096:4096 || fail "prlimit failed"
 wire_client <<'PY' || fail "the flooding client failed"
@@ -58,7 +59,10 @@ PY
 kill -TERM "$RDZV_PID"
 wait "$RDZV_PID" || fail "mlrun rdzv exited $?"
 lines=$(wc -l <"$T/rdzv.log")
-echo "server log: $lines lines"
-[ "$lines" -lt 60 ] || fail "the server wrote $lines log lines for one flood: $(sort "$T/rdzv.log" | head -n 5)"
+# At most one line per kind and second: the bound grows with the run's length, which a loaded
+# machine stretches (77 lines in a 72 s run was seen); the unlimited log wrote 15,256.
+max_lines=$((40 + 4 * SECONDS))
+echo "server log: $lines lines in $SECONDS s (bound $max_lines)"
+[ "$lines" -lt "$max_lines" ] || fail "the server wrote $lines log lines for one flood: $(sort "$T/rdzv.log" | head -n 5)"
 expect_grep "$T/rdzv.log" "more (like it|.*lines) not shown"
 echo PASS
