@@ -13,6 +13,7 @@
 #include "launcher/mpi.h"
 #include "launcher/summary.h"
 #include "transport/slurm_env.h"
+#include "worker/cgroup.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
 #include "worker/process.h"
@@ -133,7 +134,9 @@ int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
                           : std::string());
   };
   boost::asio::io_context io;
-  auto spawner = make_posix_spawner();
+  // mpirun and the ranks it starts here are in this node's cgroup, their daemons too.
+  std::unique_ptr<JobCgroup> cgroup = make_node_cgroup(plan.job_id, lifeline);
+  auto spawner = make_posix_spawner(cgroup.get());
   SupervisorConfig config{o.max_restarts,
                           std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000))};
   Agent agent(io, *spawner, lifeline, planner, config, callbacks);

@@ -22,6 +22,7 @@
 
 #include "launcher/signal_relay.h"
 #include "launcher/summary.h"
+#include "worker/cgroup.h"
 #include "worker/log.h"
 #include "worker/net.h"
 
@@ -226,7 +227,10 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   }
 
   boost::asio::io_context io;
-  auto spawner = make_posix_spawner();
+  // Teardown reaches what leaves the workers' process groups where the machine allows a cgroup
+  // (docs/launcher.md, Teardown); it outlives the spawner and the agent below.
+  std::unique_ptr<JobCgroup> cgroup = make_node_cgroup(job.job_id, lifeline);
+  auto spawner = make_posix_spawner(cgroup.get());
   Environment base = Environment::current();
   // Loop-thread state of the running attempt.
   int attempt = 0;

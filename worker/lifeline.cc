@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "worker/cgroup.h"
 #include "worker/process.h"
 
 namespace mlrun {
@@ -21,17 +22,22 @@ constexpr int kMaxTracked = 8192;
 
 // The one directory the launcher asked to have removed (its run directory on /dev/shm), or empty.
 char tracked_dir[PATH_MAX];
+// The node's job cgroup (worker/cgroup.h) to kill and remove, or empty.
+char tracked_cgroup[PATH_MAX];
+
+// "XPATH" sets a path, "x" forgets it.
+void set_path(char* target, const char* line, std::size_t len, bool set) {
+  std::size_t n = set && len - 1 < PATH_MAX ? len - 1 : 0;
+  std::memcpy(target, line + 1, n);
+  target[n] = '\0';
+}
 
 // Applies one line of the pipe: "+PGID" / "-PGID" track and forget a process group, "DPATH" /
-// "d" a directory.
+// "d" a directory, "CPATH" / "c" a cgroup.
 void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
   if (len == 0) return;
-  if (line[0] == 'D' || line[0] == 'd') {
-    std::size_t n = line[0] == 'D' && len - 1 < sizeof tracked_dir ? len - 1 : 0;
-    std::memcpy(tracked_dir, line + 1, n);
-    tracked_dir[n] = '\0';
-    return;
-  }
+  if (line[0] == 'D' || line[0] == 'd') return set_path(tracked_dir, line, len, line[0] == 'D');
+  if (line[0] == 'C' || line[0] == 'c') return set_path(tracked_cgroup, line, len, line[0] == 'C');
   pid_t pgid = 0;
   for (std::size_t d = 1; d < len && d < 12; ++d) {
     if (line[d] < '0' || line[d] > '9') return;
@@ -82,6 +88,10 @@ void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
     }
   }
   for (int k = 0; k < count; ++k) killpg(tracked[k], SIGKILL);
+  // What left the groups (a worker's setsid daemon) is still in the job's cgroup.
+  if (tracked_cgroup[0] != '\0') {
+    kill_and_remove_cgroup(tracked_cgroup, std::chrono::seconds(5));
+  }
   // The launcher's files on a memory file system outlive it otherwise (until reboot).
   if (tracked_dir[0] != '\0') {
     std::error_code ignored;
@@ -147,12 +157,21 @@ void Lifeline::untrack(pid_t pgid) {
   if (fd_ >= 0) send(fd_, '-', pgid);
 }
 
-void Lifeline::remove_on_exit(const std::string& dir) {
-  if (fd_ < 0 || dir.size() >= PATH_MAX || dir.find('\n') != std::string::npos) return;
-  std::string line = (dir.empty() ? std::string("d") : "D" + dir) + "\n";
+void Lifeline::send_path(char op, const std::string& path) {
+  if (fd_ < 0 || path.size() >= PATH_MAX || path.find('\n') != std::string::npos) return;
+  std::string line =
+      (path.empty() ? std::string(1, static_cast<char>(op + 'a' - 'A')) : op + path) + "\n";
   // One write: a pipe takes up to PIPE_BUF (4 KiB = PATH_MAX) bytes atomically.
   while (write(fd_, line.data(), line.size()) < 0 && errno == EINTR) {
   }
+}
+
+void Lifeline::remove_on_exit(const std::string& dir) {
+  send_path('D', dir);
+}
+
+void Lifeline::kill_cgroup_on_exit(const std::string& dir) {
+  send_path('C', dir);
 }
 
 }  // namespace mlrun

@@ -2,8 +2,8 @@
 // each worker, but not the children a worker started. The lifeline is a small process forked at
 // start-up that holds the read end of a pipe; the launcher writes the process groups it starts
 // and ends into it, and when the pipe reports end-of-file (the launcher is gone, however it
-// died) the lifeline SIGKILLs every group still listed, removes the directory it was given, then
-// exits.
+// died) the lifeline SIGKILLs every group still listed, kills and removes the job's cgroup it was
+// given (what left the groups), removes the directory it was given, then exits.
 #pragma once
 
 #include <sys/types.h>
@@ -27,10 +27,14 @@ class Lifeline {
   /// The directory the lifeline removes, with everything in it, when the launcher is gone
   /// (its run directory on /dev/shm); an empty path forgets it.
   void remove_on_exit(const std::string& dir);
+  /// The node's job cgroup (worker/cgroup.h), killed and removed when the launcher is gone; an
+  /// empty path forgets it.
+  void kill_cgroup_on_exit(const std::string& dir);
   bool active() const { return fd_ >= 0; }
   pid_t pid() const { return pid_; }
 
  private:
+  void send_path(char op, const std::string& path);
   int fd_ = -1;
   pid_t pid_ = -1;
 };

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "worker/cgroup.h"
 #include "worker/env.h"
 
 namespace mlrun {
@@ -107,7 +108,14 @@ void apply_placement(const Placement& p, const char* prefix) {
 [[noreturn]] void exec_child(pid_t parent, const Pipe& out, const Pipe& err, int stdin_fd,
                              int death_signal, const char* cwd, char* const* argv,
                              char* const* envp, const char* failure_prefix,
-                             const Placement& placement) {
+                             const Placement& placement, int cgroup_procs_fd) {
+  // Into the job's cgroup first, before anything can fork: whatever this process starts is then
+  // the cgroup's too, and cgroup.kill reaches it whichever session or group it moves to.
+  if (cgroup_procs_fd >= 0 && write(cgroup_procs_fd, "0", 1) != 1) {
+    int e = errno;
+    dup2(err.write, STDERR_FILENO);
+    fail_child(failure_prefix, " (joining the job's cgroup; MLRUN_CGROUP=off turns it off): ", e);
+  }
   setpgid(0, 0);
   // Die with the launcher; if it already died between fork and here, the signal will never
   // come, so check the parent afterwards.
@@ -152,7 +160,8 @@ void apply_placement(const Placement& p, const char* prefix) {
 
 class PosixSpawner final : public ProcessSpawner {
  public:
-  PosixSpawner() : devnull_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
+  explicit PosixSpawner(JobCgroup* cgroup)
+      : devnull_(open("/dev/null", O_RDONLY | O_CLOEXEC)), cgroup_(cgroup) {
     if (devnull_ < 0) throw SpawnError("cannot open /dev/null");
   }
   ~PosixSpawner() override { close(devnull_); }
@@ -182,7 +191,8 @@ class PosixSpawner final : public ProcessSpawner {
     if (pid == 0) {
       exec_child(parent, out, err, request.stdin_fd >= 0 ? request.stdin_fd : devnull_,
                  request.death_signal, request.cwd.empty() ? nullptr : request.cwd.c_str(),
-                 argv.data(), envp.data(), failure_prefix.c_str(), placement);
+                 argv.data(), envp.data(), failure_prefix.c_str(), placement,
+                 cgroup_ != nullptr ? cgroup_->procs_fd() : -1);
     }
     int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -210,8 +220,13 @@ class PosixSpawner final : public ProcessSpawner {
     if (pid > 0) kill(pid, sig);
   }
 
+  void sweep() override {
+    if (cgroup_ != nullptr) cgroup_->kill_all();
+  }
+
  private:
   int devnull_;
+  JobCgroup* cgroup_;
 };
 
 bool is_executable_file(const std::string& path) {
@@ -233,8 +248,8 @@ void close_descriptors_from(int first) {
   for (rlim_t fd = static_cast<rlim_t>(first); fd < end; ++fd) close(static_cast<int>(fd));
 }
 
-std::unique_ptr<ProcessSpawner> make_posix_spawner() {
-  return std::make_unique<PosixSpawner>();
+std::unique_ptr<ProcessSpawner> make_posix_spawner(JobCgroup* cgroup) {
+  return std::make_unique<PosixSpawner>(cgroup);
 }
 
 std::string resolve_program(const std::string& program, const std::string& path_env) {

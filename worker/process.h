@@ -59,11 +59,19 @@ class ProcessSpawner {
   /// loader processes, whose default action for it is to die). A process that is gone is not an
   /// error.
   virtual void signal_process(pid_t pid, int sig) = 0;
+  /// Every worker of an attempt has ended: ends whatever they left that escaped their process
+  /// groups (setsid daemons, double forks), bounded, before another attempt starts. Without a
+  /// job cgroup (worker/cgroup.h) there is nothing more to reach: it does nothing.
+  virtual void sweep() {}
 };
 
+class JobCgroup;
+
 /// The real spawner (fork + execve). Spawn only from a thread that lives as long as the
-/// workers: the kernel's parent-death signal fires when the spawning *thread* exits.
-std::unique_ptr<ProcessSpawner> make_posix_spawner();
+/// workers: the kernel's parent-death signal fires when the spawning *thread* exits. With a
+/// cgroup (which must outlive the spawner), every child joins it before exec and sweep() kills
+/// what is left in it.
+std::unique_ptr<ProcessSpawner> make_posix_spawner(JobCgroup* cgroup = nullptr);
 
 /// Closes every descriptor from `first` up (close_range, or one by one on kernels before 5.9).
 /// Async-signal-safe: for a child between fork and exec, so that it starts with nothing of ours.

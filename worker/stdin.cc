@@ -193,6 +193,7 @@ class TerminalStdinSpawner final : public ProcessSpawner {
 
   void signal_group(pid_t pgid, int sig) override { inner_.signal_group(pgid, sig); }
   void signal_process(pid_t pid, int sig) override { inner_.signal_process(pid, sig); }
+  void sweep() override { inner_.sweep(); }
 
  private:
   asio::io_context& io_;

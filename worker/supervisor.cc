@@ -180,6 +180,8 @@ void Supervisor::end_attempt() {
   for (const auto& w : workers_) {
     if (w.pid > 0) spawner_.signal_group(w.pid, SIGKILL);
   }
+  // And what left the groups (daemons): gone before the result is told and a next attempt starts.
+  spawner_.sweep();
   ended_ = AttemptResult{attempt_,          workers_,        first_failure_,
                          interrupt_signal_, remote_failure_, plan_error_};
   if (abort_code_ >= 0) {

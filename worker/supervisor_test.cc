@@ -33,6 +33,9 @@ struct FakeSpawner : ProcessSpawner {
   void signal_group(pid_t pgid, int sig) override { signals.emplace_back(pgid, sig); }
   std::vector<std::pair<pid_t, int>> process_signals;
   void signal_process(pid_t pid, int sig) override { process_signals.emplace_back(pid, sig); }
+  // How many processes had been spawned at each sweep.
+  std::vector<std::size_t> sweeps;
+  void sweep() override { sweeps.push_back(spawned.size()); }
   int count(int sig) const {
     int n = 0;
     for (auto& [p, s] : signals) n += s == sig;
@@ -137,6 +140,22 @@ TEST_F(SupervisorTest, EndedGroupsAreSweptWithSigkill) {
   s->on_exit(101, exited(0));
   // Children a worker left in its group go with the group.
   EXPECT_EQ(spawner.count(SIGKILL), 2);
+}
+
+// What escaped the groups (daemons in the job's cgroup) is swept once per attempt, after its
+// last worker ended and before the next attempt's first spawn.
+TEST_F(SupervisorTest, EveryAttemptIsSweptBeforeTheNextStarts) {
+  auto s = make(2, 1);
+  s->start();
+  s->on_exit(100, exited(1));
+  EXPECT_TRUE(spawner.sweeps.empty());  // Rank 1 still runs.
+  s->on_exit(101, killed(SIGTERM));
+  EXPECT_EQ(spawner.sweeps, std::vector<std::size_t>{2});
+  EXPECT_EQ(spawner.spawned.size(), 4u);  // Attempt 1 started after the sweep.
+  s->on_exit(102, exited(0));
+  s->on_exit(103, exited(0));
+  EXPECT_TRUE(s->finished());
+  EXPECT_EQ(spawner.sweeps, (std::vector<std::size_t>{2, 4}));
 }
 
 TEST_F(SupervisorTest, SignalIsForwardedAndSecondSigintKills) {
@@ -338,6 +357,13 @@ TEST_F(SettledElsewhereTest, AbortWhileWaitingFinishesAtOnce) {
   s->abort(1);
   EXPECT_TRUE(s->finished());
   EXPECT_EQ(s->exit_code(), 1);
+}
+
+TEST_F(SettledElsewhereTest, SweptBeforeTheResultIsReported) {
+  auto s = make_multi(0);
+  s->begin_attempt(0, specs(1));
+  s->on_exit(100, exited(0));
+  EXPECT_EQ(spawner.sweeps, std::vector<std::size_t>{1});
 }
 
 }  // namespace
