@@ -116,6 +116,9 @@ struct HostReport {
   GpuReport gpus;
   /// NUMA nodes and each GPU's node (what --numa_binding follows), one line.
   std::string numa;
+  /// How teardown reaches a job's processes here (worker/cgroup.h): "cgroup v2 at PATH" or
+  /// "process groups: REASON".
+  std::string teardown;
   Component nccl, gloo, mpi, torch;
   std::vector<NetInterface> interfaces;
   bool infiniband = false;  ///< An InfiniBand device exists (/sys/class/infiniband).

@@ -26,6 +26,7 @@
 #include "launcher/bandwidth.h"
 #include "launcher/doctor.h"
 #include "launcher/doctor_impl.h"
+#include "worker/cgroup.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
@@ -323,6 +324,7 @@ HostReport probe_local_host(const DoctorOptions& o) {
   h.interfaces = list_interfaces();
   h.infiniband = has_infiniband_device();
   h.numa = describe_numa(read_numa_machine("/"));
+  h.teardown = probe_cgroup_support().describe();
   h.master_addr = o.master_addr;
   if (o.iface == "auto") {
     h.iface = choose_interface(h.interfaces, o.master_addr);

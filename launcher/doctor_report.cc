@@ -102,6 +102,7 @@ std::string host_text(const HostReport& h) {
   s += fmt::format("  Open MPI    {}\n", component_text(h.mpi));
   s += fmt::format("  PyTorch     {}\n", component_text(h.torch));
   if (!h.numa.empty()) s += fmt::format("  NUMA        {}\n", h.numa);
+  if (!h.teardown.empty()) s += fmt::format("  Teardown    {}\n", h.teardown);
   s += fmt::format("  InfiniBand  {}\n", h.infiniband ? "a device exists (/sys/class/infiniband)"
                                                       : "none (/sys/class/infiniband)");
   s += "  Interfaces\n";
@@ -250,6 +251,7 @@ nlohmann::json host_json(const HostReport& h) {
   j["torch"] = component_json(h.torch);
   j["infiniband"] = h.infiniband;
   j["numa"] = h.numa;
+  j["teardown"] = h.teardown;
   j["interfaces"] = interfaces;
   j["master_addr"] = or_null(h.master_addr);
   j["interface"] = iface;
@@ -288,6 +290,7 @@ HostReport host_from_json(const nlohmann::json& j) {
   h.torch = component_from(j.at("torch"));
   h.infiniband = j.at("infiniband").get<bool>();
   h.numa = j.value("numa", std::string());
+  h.teardown = j.value("teardown", std::string());
   for (const auto& ij : j.at("interfaces")) {
     NetInterface i;
     i.name = ij.at("name").get<std::string>();

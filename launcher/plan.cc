@@ -22,6 +22,7 @@
 #include "launcher/node.h"
 #include "launcher/placement.h"
 #include "transport/slurm_env.h"
+#include "worker/cgroup.h"
 #include "worker/hardware.h"
 #include "worker/net.h"
 
@@ -292,6 +293,7 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
              plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
   print_option_sources(o);
   fmt::print("transport: local ({})\n", o.launcher_why);
+  fmt::print("teardown: {}\n", probe_cgroup_support().describe());
   fmt::print("node {} ({}): ranks {}-{}, interface {}\n", o.node_rank, plan.hostname, g.rank_offset,
              g.rank_offset + plan.nproc - 1, plan.iface.reason);
   fmt::print("{}\n", store_line(o));

@@ -41,6 +41,7 @@
 #include "transport/slurm_env.h"
 #include "transport/ssh.h"
 #include "worker/agent.h"
+#include "worker/cgroup.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
 #include "worker/log.h"
@@ -428,6 +429,8 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
              counted ? fmt::to_string(plan.world_size) : "from each node's GPUs", plan.backend);
   print_option_sources(o);
   fmt::print("transport: {} ({})\n", o.launcher, o.launcher_why);
+  fmt::print("teardown: {} (on this host; each node's agent finds its own)\n",
+             probe_cgroup_support().describe());
   // Over SSH past --tree_width hosts, who starts each node's agent.
   std::vector<std::string> parent(plan.hosts.nodes.size());
   if (o.launcher == "ssh") {
