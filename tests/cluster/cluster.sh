@@ -79,6 +79,16 @@ sshd_pid() {
   echo "$pid"
 }
 
+# ip netns exec mounts a fresh /sys, without this machine's cgroup mounts. Where the machine has
+# cgroup2, a host gets it back at /sys/fs/cgroup (the plain v2 layout): the same hierarchy, so a
+# host's agents make their job cgroups as on a real node (docs/launcher.md, Teardown). Prints the
+# shell words that do it (nothing where the machine has no cgroup2).
+mount_cgroup2() {
+  grep -q ' - cgroup2 ' /proc/self/mountinfo &&
+    echo 'mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null;'
+  true
+}
+
 start_sshd() {
   local i=$1 ns dir
   ns=$(ns_of "$i")
@@ -88,7 +98,7 @@ start_sshd() {
   # unshare --uts gives sshd (and every session it starts) its own hostname; ip netns exec alone
   # shares the UTS namespace with the root. setsid + /dev/null: nothing holds ctest's pipes.
   setsid ip netns exec "$ns" unshare --uts sh -c \
-    "hostname host$i && exec $SSHD -D -f '$dir/sshd_config' -E '$dir/sshd.log'" \
+    "hostname host$i && $(mount_cgroup2) exec $SSHD -D -f '$dir/sshd_config' -E '$dir/sshd.log'" \
     </dev/null >/dev/null 2>&1 &
   local tries=0
   until port_open "$(addr_of "$i")"; do
@@ -294,7 +304,8 @@ cmd_env() {
 in_host() {
   local i=$1
   shift
-  ip netns exec "$(ns_of "$i")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "host$i" "$@"
+  ip netns exec "$(ns_of "$i")" unshare --uts sh -c 'hostname "$0" && '"$(mount_cgroup2)"' exec "$@"' \
+    "host$i" "$@"
 }
 
 nft_table() { echo "${PREFIX}_filter"; }

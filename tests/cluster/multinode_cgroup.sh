@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
 # A worker on a remote node (an agent over real sshd) starts a `setsid` daemon and a double-forked
 # one (`setsid -f`), then fails: teardown on that node reaches both through the node's job cgroup,
-# and no job cgroup is left on any node. Skipped (77) where the head can make no job cgroup (the
-# hosts share this machine's cgroup file system).
+# and no job cgroup is left on any node. `mlrun doctor` reports host3's teardown mode as host3
+# finds it.
 source "$(dirname "$0")/multinode_lib.sh"
 
-teardown=$("$MLRUN" --dry-run --no_python /bin/true 2>&1 | sed -n 's/^teardown: //p')
-case "$teardown" in
-  "cgroup v2 at "*) PARENT=${teardown#cgroup v2 at } ;;
-  *) echo "SKIP: no job cgroup here: ${teardown:-no teardown line from --dry-run}"; exit 77 ;;
+# Each node finds its own teardown mode, and `mlrun doctor` reports a remote host's. The hosts
+# (ip netns exec) get a fresh /sys; cluster.sh mounts this machine's cgroup2 at /sys/fs/cgroup
+# there (the plain v2 layout; the head here may be hybrid). Where it could not, the daemon part is
+# skipped with a message.
+remote=$("$CLUSTER" exec 3 "$MLRUN" --dry-run --no_python /bin/true 2>&1 | sed -n 's/^teardown: //p')
+[ -n "$remote" ] || fail "--dry-run on host3 printed no teardown line"
+"$MLRUN" doctor --json -H host3 >"$T/doctor.json" 2>"$T/doctor.err" || true
+reported=$(/usr/bin/python3 -c '
+import json, sys
+hosts = json.load(open(sys.argv[1]))["hosts"]
+print([h for h in hosts if h["host"] == "host3"][0].get("teardown", ""))' "$T/doctor.json") ||
+  fail "mlrun doctor --json -H host3 did not parse: $(head -c 300 "$T/doctor.json") $(head -c 300 "$T/doctor.err")"
+[ "$reported" = "$remote" ] || fail "doctor says host3's teardown is '$reported', host3 says '$remote'"
+# The hosts' cgroups as the head sees them: the same hierarchy, under the head's own mount.
+head=$("$MLRUN" --dry-run --no_python /bin/true 2>&1 | sed -n 's/^teardown: //p')
+case "$remote/$head" in
+  "cgroup v2 at "*"/cgroup v2 at "*) PARENT=${head#cgroup v2 at } ;;
+  *)
+    echo "SKIP: no job cgroup on host3 ($remote) or the head ($head); doctor reports host3's correctly"
+    exit 77
+    ;;
 esac
 
 write_worker worker.sh '
@@ -37,4 +54,4 @@ wait_until 5 gone || fail "daemons of rank 2 outlived teardown on host3: $(descr
 no_cgroup() { [ -z "$(ls -d "$PARENT"/mlrun-"$MARKER"-* 2>/dev/null)" ]; }
 wait_until 5 no_cgroup || fail "job cgroups left: $(ls -d "$PARENT"/mlrun-"$MARKER"-*)"
 assert_no_job_left 15
-echo "ok: exit $RC; daemons on host3 gone; $teardown"
+echo "ok: exit $RC; daemons on host3 gone; $remote"
