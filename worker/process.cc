@@ -110,7 +110,10 @@ void apply_placement(const Placement& p, const char* prefix) {
                              char* const* envp, const char* failure_prefix,
                              const Placement& placement, int cgroup_procs_fd) {
   // Into the job's cgroup first, before anything can fork: whatever this process starts is then
-  // the cgroup's too, and cgroup.kill reaches it whichever session or group it moves to.
+  // the cgroup's too, and cgroup.kill reaches it whichever session or group it moves to. (Not
+  // clone3's CLONE_INTO_CGROUP, which would spare the migration's few milliseconds: on Linux 6.18
+  // a child cloned into a cgroup that was ever killed is SIGKILLed at birth, so a restart's
+  // workers would die.)
   if (cgroup_procs_fd >= 0 && write(cgroup_procs_fd, "0", 1) != 1) {
     int e = errno;
     dup2(err.write, STDERR_FILENO);
