@@ -249,18 +249,40 @@ std::unique_ptr<JobCgroup> JobCgroup::create(std::string_view job_id, std::strin
     *reason = fmt::format("{} has no cgroup.kill (Linux 5.14 or later needed)", parent);
     return nullptr;
   }
-  int fd = open((path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    rmdir(path.c_str());
-    *reason = fmt::format("cannot open {}/cgroup.procs: {}", path, std::strerror(e));
-    return nullptr;
+  std::unique_ptr<JobCgroup> cgroup(new JobCgroup(std::move(path)));
+  // The first attempt's leaf now: what cannot be made is said before anything starts.
+  if (!cgroup->open_attempt(reason)) return nullptr;
+  return cgroup;
+}
+
+bool JobCgroup::open_attempt(std::string* error) {
+  if (leaf_procs_fd_ >= 0) return true;
+  leaf_ = fmt::format("{}/attempt-{}", path_, attempts_++);
+  if (mkdir(leaf_.c_str(), 0755) != 0 && errno != EEXIST) {
+    *error = fmt::format("cannot create the cgroup {}: {}", leaf_, std::strerror(errno));
+    return false;
   }
-  return std::unique_ptr<JobCgroup>(new JobCgroup(std::move(path), fd));
+  leaf_dir_fd_ = open(leaf_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  leaf_procs_fd_ = open((leaf_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  if (leaf_procs_fd_ < 0) {
+    *error = fmt::format("cannot open {}/cgroup.procs: {}", leaf_, std::strerror(errno));
+    close_leaf();
+    return false;
+  }
+  return true;
+}
+
+void JobCgroup::close_leaf() {
+  if (leaf_dir_fd_ >= 0) close(leaf_dir_fd_);
+  if (leaf_procs_fd_ >= 0) close(leaf_procs_fd_);
+  leaf_dir_fd_ = leaf_procs_fd_ = -1;
+  // Busy (a survivor of kill_all): left for the destructor's removal of the whole tree.
+  if (!leaf_.empty()) rmdir(leaf_.c_str());
+  leaf_.clear();
 }
 
 JobCgroup::~JobCgroup() {
-  if (procs_fd_ >= 0) close(procs_fd_);
+  close_leaf();
   if (!kill_and_remove_cgroup(path_, std::chrono::seconds(5))) {
     fmt::print(stderr, "mlrun: warning: cannot remove the job's cgroup {}: {}\n", path_,
                std::strerror(errno));
@@ -287,11 +309,14 @@ std::unique_ptr<JobCgroup> make_node_cgroup(std::string_view job_id, Lifeline& l
 }
 
 bool JobCgroup::kill_all(std::chrono::milliseconds timeout) {
-  if (kill_cgroup(path_, timeout)) return true;
-  fmt::print(stderr,
-             "mlrun: warning: processes of the job's cgroup {} outlived SIGKILL for {} ms: {}\n",
-             path_, timeout.count(), survivors(path_));
-  return false;
+  bool ok = kill_cgroup(path_, timeout);
+  if (!ok) {
+    fmt::print(stderr,
+               "mlrun: warning: processes of the job's cgroup {} outlived SIGKILL for {} ms: {}\n",
+               path_, timeout.count(), leaf_.empty() ? std::string("?") : survivors(leaf_));
+  }
+  close_leaf();
+  return ok;
 }
 
 bool kill_and_remove_cgroup(const std::string& dir, std::chrono::milliseconds timeout) {

@@ -47,8 +47,11 @@ struct CgroupSupport {
 /// that one can be made there and has cgroup.kill. MLRUN_CGROUP=off (or 0, no) turns it off.
 CgroupSupport probe_cgroup_support();
 
-/// One node's cgroup of a job: made under our own cgroup, joined by each worker between fork and
-/// exec (procs_fd), killed at the end of every attempt and removed at the end.
+/// One node's cgroup of a job, made under our own cgroup and removed at the end. Its workers live
+/// in a leaf made per attempt (attempt-N), which each worker enters at birth (clone3 into
+/// dir_fd) or by writing procs_fd between fork and exec. At the end of an attempt the whole
+/// cgroup is killed and the attempt's leaf removed. A fresh leaf per attempt because Linux 6.18
+/// SIGKILLs a child cloned into a cgroup that was ever killed.
 class JobCgroup {
  public:
   /// Makes <own cgroup>/mlrun-<job>-<pid>. nullptr with *reason set when it cannot.
@@ -62,17 +65,25 @@ class JobCgroup {
   void watch_by(Lifeline& lifeline);
 
   const std::string& path() const { return path_; }
-  /// cgroup.procs of this cgroup, open for writing and close-on-exec: a child writes "0" to it to
-  /// join (async-signal-safe).
-  int procs_fd() const { return procs_fd_; }
-  /// Writes "1" to cgroup.kill and waits up to timeout for cgroup.events to say "populated 0".
-  /// Returns false (and says so on stderr, with what is left) when something outlived it.
+  /// Makes the current attempt's leaf unless one is open. Returns false with *error set.
+  bool open_attempt(std::string* error);
+  /// The open leaf's directory (for clone3's CLONE_INTO_CGROUP) and its cgroup.procs (a child
+  /// writes "0" to it to join, async-signal-safe); both close-on-exec; -1 when none is open.
+  int dir_fd() const { return leaf_dir_fd_; }
+  int procs_fd() const { return leaf_procs_fd_; }
+  /// Writes "1" to cgroup.kill, waits up to timeout for cgroup.events to say "populated 0", and
+  /// removes the attempt's leaf. Returns false (and says so on stderr, with what is left) when
+  /// something outlived it.
   bool kill_all(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
  private:
-  JobCgroup(std::string path, int procs_fd) : path_(std::move(path)), procs_fd_(procs_fd) {}
+  explicit JobCgroup(std::string path) : path_(std::move(path)) {}
+  void close_leaf();
   std::string path_;
-  int procs_fd_ = -1;
+  int attempts_ = 0;
+  std::string leaf_;
+  int leaf_dir_fd_ = -1;
+  int leaf_procs_fd_ = -1;
   Lifeline* lifeline_ = nullptr;
 };
 

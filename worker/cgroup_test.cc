@@ -84,8 +84,16 @@ TEST(JobCgroupTest, MadeUnderOurOwnAndRemovedAtTheEnd) {
   struct stat st;
   ASSERT_EQ(stat((path + "/cgroup.kill").c_str(), &st), 0) << path;
   EXPECT_NE(path.find("/mlrun-unit_test-"), std::string::npos) << path;
+  // A leaf per attempt: the first made with the cgroup, the next after a kill.
   EXPECT_GE(cg->procs_fd(), 0);
+  EXPECT_GE(cg->dir_fd(), 0);
+  EXPECT_EQ(stat((path + "/attempt-0").c_str(), &st), 0);
   EXPECT_TRUE(cg->kill_all());  // Empty: nothing to wait for.
+  EXPECT_EQ(cg->procs_fd(), -1);
+  EXPECT_NE(stat((path + "/attempt-0").c_str(), &st), 0) << "the ended attempt's leaf is left";
+  std::string error;
+  ASSERT_TRUE(cg->open_attempt(&error)) << error;
+  EXPECT_EQ(stat((path + "/attempt-1").c_str(), &st), 0);
   cg.reset();
   EXPECT_NE(stat(path.c_str(), &st), 0) << path << " is left";
   EXPECT_EQ(probe_cgroup_support().describe().rfind("cgroup v2 at /", 0), 0u);
