@@ -1,7 +1,7 @@
 # Teardown reaches processes that left their worker's process group: a `setsid` daemon and a
 # double-forked one (`setsid -f`) are gone after the job fails, after it succeeds, before a
-# restart attempt begins, after mlrun is SIGKILLed (the lifeline), and on a node started by an
-# agent (--launcher sim). No job cgroup is left behind. Where this machine allows no job cgroup
+# restart attempt begins, after mlrun is SIGKILLed (the lifeline), on a node started by an
+# agent (--launcher sim), and where clone3 is refused (MLRUN_NO_CLONE3, a seccomp wrapper). No job cgroup is left behind. Where this machine allows no job cgroup
 # (no cgroup2, no write access, MLRUN_CGROUP=off) it skips, saying why.
 source "$(dirname "$0")/common.sh"
 
@@ -122,6 +122,25 @@ expect_rc 0
 grep -q "^0::.*/mlrun-$MARKER" "$T/cgroup.0" && fail "MLRUN_CGROUP=off: the worker ran in a job cgroup"
 for p in $(cat "$T/daemons.0"); do daemon_gone "$p" && fail "MLRUN_CGROUP=off: daemon $p is gone (expected it to stay)"; done
 kill -KILL $(cat "$T/daemons.0") 2>/dev/null
+
+# 7. clone3 refused (an older seccomp profile): workers fork and join by writing cgroup.procs;
+#    the same teardown, a restart included.
+if [ -n "${MLRUN_NO_CLONE3:-}" ]; then
+  reset
+  echo 1 >"$T/then.0"
+  run_mlrun_no_clone3() {
+    RC=0
+    "$MLRUN_NO_CLONE3" "$MLRUN" "$@" >"$T/out" 2>"$T/err" || RC=$?
+  }
+  run_mlrun_no_clone3 --rdzv_id="$MARKER" --max_restarts=1 --nproc_per_node=2 --no_python "$T/worker.sh"
+  expect_rc 0
+  in_job_cgroup "$T/cgroup.1"
+  [ ! -s "$T/before_restart.1" ] || fail "without clone3: attempt 0's daemons were alive when attempt 1 began"
+  assert_daemons_gone "without clone3" "$T/daemons.0" "$T/daemons.1"
+  assert_no_cgroup_left "without clone3"
+else
+  echo "note: MLRUN_NO_CLONE3 not set (ctest sets it): the fallback without clone3 is not run"
+fi
 
 assert_no_marker_left
 echo "PASS ($teardown)"
