@@ -6,6 +6,13 @@
 source "$(dirname "$0")/common.sh"
 
 teardown=$("$MLRUN" --dry-run --no_python /bin/true 2>&1 | sed -n 's/^teardown: //p')
+# mlrun doctor says the same, wherever it runs (its JSON and its text).
+"$MLRUN" doctor --json --python-timeout 0 >"$T/doctor.json" 2>/dev/null
+doctor=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["hosts"][0]["teardown"])' "$T/doctor.json") ||
+  fail "mlrun doctor --json has no teardown: $(head -c 300 "$T/doctor.json")"
+[ -n "$teardown" ] && [ "$doctor" = "$teardown" ] || fail "doctor says teardown '$doctor', --dry-run '$teardown'"
+MLRUN_CGROUP=off "$MLRUN" doctor --python-timeout 0 >"$T/doctor.txt" 2>/dev/null
+expect_grep "$T/doctor.txt" '^  Teardown    process groups: turned off \(MLRUN_CGROUP=off\)$'
 case "$teardown" in
   "cgroup v2 at "*) PARENT=${teardown#cgroup v2 at } ;;
   "process groups: "*)
