@@ -282,7 +282,8 @@ transport::AgentJob agent_job(const Options& o, const LaunchPlan& plan, const st
   job.log_level = spdlog::level::to_string_view(log::logger().level()).data();
   std::error_code ec;
   job.cwd = fs::current_path(ec).string();
-  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHON"}) {
+  // MLRUN_CGROUP: the head's opt-out from job cgroups holds on every node (docs/launcher.md).
+  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHON", "MLRUN_CGROUP"}) {
     if (const char* v = std::getenv(name)) job.env.emplace_back(name, v);
   }
   job.args = o.node_args;

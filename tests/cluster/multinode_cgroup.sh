@@ -54,4 +54,13 @@ wait_until 5 gone || fail "daemons of rank 2 outlived teardown on host3: $(descr
 no_cgroup() { [ -z "$(ls -d "$PARENT"/mlrun-"$MARKER"-* 2>/dev/null)" ]; }
 wait_until 5 no_cgroup || fail "job cgroups left: $(ls -d "$PARENT"/mlrun-"$MARKER"-*)"
 assert_no_job_left 15
-echo "ok: exit $RC; daemons on host3 gone; $remote"
+
+# MLRUN_CGROUP=off on the head holds on host3 too: its agent makes no job cgroup.
+rm -f "$T"/up.* "$T/cgroup"
+MLRUN_CGROUP=off start_mlrun --rdzv_id="$MARKER" -H host1:1,host2:1,host3:1 "$T/worker.sh"
+wait_mlrun 120
+expect_rc 4
+grep -q "^0::.*/mlrun-$MARKER" "$T/cgroup" && fail "MLRUN_CGROUP=off: rank 2 on host3 ran in a job cgroup"
+kill -KILL $(cat "$T/daemons") 2>/dev/null || true
+assert_no_job_left 15
+echo "ok: exit $RC; daemons on host3 gone; $remote; MLRUN_CGROUP=off reached host3"
