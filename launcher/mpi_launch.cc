@@ -2,19 +2,26 @@
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
+#include <mlrun/rendezvous.hpp>
 
 #include "launcher/mpi.h"
 #include "launcher/summary.h"
 #include "transport/slurm_env.h"
 #include "worker/cgroup.h"
 #include "worker/hardware.h"
+#include "worker/log.h"
 #include "worker/net.h"
 #include "worker/process.h"
 
@@ -33,6 +40,60 @@ std::string retag_mpi_line(std::string_view line) {
     out += piece.text;
   }
   return out;
+}
+
+// Every numeric address a host name resolves to (none when it does not resolve).
+std::vector<std::string> addresses_of(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::vector<std::string> out;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (inet_ntop(a->ai_family, raw, text, sizeof text) != nullptr) out.emplace_back(text);
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+// --store mlrun: where this process serves PyTorch's TCPStore for mpirun's ranks
+// (docs/torch-store.md), and who may use it.
+struct MpiStore {
+  std::string listen = "127.0.0.1";  // Also MASTER_ADDR.
+  std::vector<std::string> allow;    // The job's hosts' addresses (loopback always may).
+};
+
+// One node: loopback. Hosts: this host's address on the route to the first other one (its
+// --master_addr when that is one of this host's addresses); the allow list holds every address
+// each host's name resolves to, and the listen address (a rank here connects from it).
+MpiStore plan_mpi_store(const Options& o, const LaunchPlan& plan) {
+  MpiStore s;
+  if (!on_hosts(o)) return s;
+  for (const auto& n : plan.hosts.nodes) {
+    if (n.local) continue;
+    // Under Slurm a node's name may be known to Slurm only (its NodeAddr).
+    std::string host = o.launcher == "slurm" ? transport::resolve_node(n.host.host) : n.host.host;
+    std::vector<std::string> found = addresses_of(host);
+    if (found.empty()) {
+      throw std::runtime_error(fmt::format(
+          "--backend mpi --store mlrun: host {} does not resolve here, so its ranks could not "
+          "be let into the TCPStore: give its address, or use --store torch",
+          host));
+    }
+    if (s.listen == "127.0.0.1") {
+      s.listen = !o.master_addr.empty() && is_local_address(o.master_addr)
+                     ? o.master_addr
+                     : local_address_toward(host);
+    }
+    s.allow.insert(s.allow.end(), found.begin(), found.end());
+  }
+  s.allow.push_back(s.listen);
+  return s;
 }
 
 }  // namespace
@@ -81,13 +142,44 @@ int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
                            : plan.master_addr;
   // A Slurm node's name may be known to Slurm only (its NodeAddr).
   if (o.launcher == "slurm") master = transport::resolve_node(master);
+  // --store mlrun: this process serves the ranks' TCPStore (its rendezvous server, on the
+  // address they reach, for the job's hosts only) and no rank binds MASTER_PORT. The token
+  // stays in this process: the ranks use the TCPStore protocol, allowed by their address.
+  std::optional<rendezvous::Server> server;
+  const std::string token = random_hex(16);
+  if (g.agent_store) {
+    try {
+      MpiStore store = plan_mpi_store(o, plan);
+      rendezvous::ServerOptions so{store.listen, o.master_port, token, plan.job_id};
+      so.torch_store = true;
+      so.torch_store_allow = store.allow;
+      server.emplace(rendezvous::Server::start(std::move(so)));
+      master = store.listen;
+      log::info("TCPStore for mpirun's ranks served at {}", server->endpoint());
+    } catch (const std::exception& e) {
+      error(fmt::format("--backend mpi: cannot serve the TCPStore: {}", e.what()));
+      return 1;
+    }
+  }
   auto planner = [&](int attempt) {
     MpiJob attempt_job = job;
     attempt_job.overrides = g.overrides;
+    int port = o.master_port != 0 ? o.master_port : free_tcp_port();
+    if (server) {
+      // A fresh key space for this attempt before any of its ranks starts: the server drops
+      // the previous attempt's keys and connections (its mpirun has ended).
+      rendezvous::ClientOptions options;
+      options.job_id = plan.job_id;
+      options.connect_timeout = std::chrono::seconds(10);
+      auto c = rendezvous::Client::connect(server->endpoint(), token, options);
+      c.set(rendezvous::kTorchStoreGenerationKey, std::to_string(attempt));
+      port = server->port();
+    }
     for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
              {"WORLD_SIZE", std::to_string(plan.world_size)},
              {"MASTER_ADDR", master},
-             {"MASTER_PORT", std::to_string(o.master_port != 0 ? o.master_port : free_tcp_port())},
+             {"MASTER_PORT", std::to_string(port)},
+             {"TORCHELASTIC_USE_AGENT_STORE", g.agent_store ? "True" : "False"},
              {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
              {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
              {"TORCHELASTIC_RUN_ID", g.run_id},

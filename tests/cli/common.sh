@@ -112,3 +112,15 @@ wire_client() {
   TOKEN=${TOKEN:-} PORT=${RDZV_PORT:-${PORT:-}} PID=${RDZV_PID:-} PYTHONPATH="$SRC/tests/rendezvous" \
     python3 - "$@"
 }
+
+# torch_store_setup: PY, Debian's python3 with torch 1.13, and ss, else SKIP (exit 77); the
+# --store mlrun test worker in $T/worker.py (tests/cli/torch_store_worker.py).
+torch_store_setup() {
+  PY=/usr/bin/python3
+  if ! "$PY" -c 'import torch, torch.distributed' 2>/dev/null; then
+    echo "SKIP: $PY cannot import torch (apt-get install python3-torch)"
+    exit 77
+  fi
+  command -v ss >/dev/null || { echo "SKIP: ss (iproute2) is missing"; exit 77; }
+  cp "$SRC/tests/cli/torch_store_worker.py" "$T/worker.py"
+}

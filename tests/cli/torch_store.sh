@@ -4,13 +4,7 @@
 # nothing but mlrun listening on MASTER_PORT (tests/cli/torch_store_worker.py).
 source "$(dirname "$0")/common.sh"
 
-PY=/usr/bin/python3
-if ! "$PY" -c 'import torch, torch.distributed' 2>/dev/null; then
-  echo "SKIP: $PY cannot import torch (apt-get install python3-torch)"
-  exit 77
-fi
-command -v ss >/dev/null || { echo "SKIP: ss (iproute2) is missing"; exit 77; }
-cp "$SRC/tests/cli/torch_store_worker.py" "$T/worker.py"
+torch_store_setup
 PYTHON=$PY run_mlrun --nproc_per_node=3 --max_restarts=1 "$T/worker.py"
 [ "$RC" -eq 0 ] || fail "exit code $RC: $(tail -n 20 "$T/err")"
 expect_grep "$T/out" '^\[1\] attempt 0: rank 1 fails on purpose$'

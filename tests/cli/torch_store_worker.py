@@ -5,6 +5,9 @@ TCPStore client of its own (no PrefixStore: the key space must be fresh without 
 prefix), every rank sees it, and rank 1 fails. Attempt 1 checks that the key is gone, then runs
 a Gloo process group with a subgroup (new_group) and a small DDP step, and rank 0 checks that
 nothing of the job listens on MASTER_PORT but mlrun. Prints "store ok" from rank 0.
+
+Under --backend mpi (MLRUN_BACKEND=mpi) mpirun's ranks take RANK, LOCAL_RANK from Open MPI's
+OMPI_COMM_WORLD_* (docs/backends.md), and mlrun is the grandparent (mpirun is the parent).
 """
 import datetime
 import os
@@ -15,6 +18,9 @@ import time
 import torch
 import torch.distributed as dist
 
+if os.environ.get("MLRUN_BACKEND") == "mpi":
+    os.environ["RANK"] = os.environ["OMPI_COMM_WORLD_RANK"]
+    os.environ["LOCAL_RANK"] = os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
 ATTEMPT = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
@@ -90,8 +96,12 @@ def main():
     if RANK == 0:
         pids = listeners(PORT)
         if pids is not None:
-            check(pids == {os.getppid()},
-                  f"MASTER_PORT {PORT} is listened on by {pids}, not only mlrun ({os.getppid()})")
+            mlrun = os.getppid()
+            if os.environ.get("MLRUN_BACKEND") == "mpi":
+                with open(f"/proc/{mlrun}/stat") as f:
+                    mlrun = int(f.read().rsplit(")", 1)[1].split()[1])
+            check(pids == {mlrun},
+                  f"MASTER_PORT {PORT} is listened on by {pids}, not only mlrun ({mlrun})")
         print(f"store ok: torch {torch.__version__}, {WORLD} ranks, attempt {ATTEMPT}, "
               f"MASTER_PORT {PORT} served by mlrun"
               f"{'' if pids is not None else ' (listener not checked: no ss)'}", flush=True)
