@@ -224,3 +224,21 @@ check_layout() {
   [ "$got_out" = "$want" ] ||
     fail "relayed stdout: expected"$'\n'"$want"$'\n'"got"$'\n'"$got_out"
 }
+
+# expect_store_refuses_host3 ADDR PORT: a real torch 1.13 TCPStore client on host3 (outside the
+# job) cannot use mlrun's store at ADDR:PORT, and the head logs the refusal with host3's address.
+expect_store_refuses_host3() {
+  local host3_ip
+  host3_ip=$("$CLUSTER" exec 3 hostname -I | awk '{print $1}')
+  if "$CLUSTER" exec 3 "$PYTHON" -c "
+import datetime
+from torch.distributed import TCPStore
+s = TCPStore('$1', $2, None, False, datetime.timedelta(seconds=5))
+s.set('stranger', 'x')
+print(s.get('stranger'))
+" >"$T/stranger.out" 2>&1; then
+    fail "host3 ($host3_ip), outside the job, used the store: $(cat "$T/stranger.out")"
+  fi
+  local refused="refused torch 1\.13 TCPStore connection from ${host3_ip//./\\.}:[0-9]+"
+  wait_until 10 grep -qE -- "$refused" "$T/err" || fail "no refusal of host3 ($host3_ip) logged"
+}

@@ -14,3 +14,24 @@ for r in 0 1 2 3; do
     fail "rank $r's line is missing or wrong"
 done
 echo "ok: one MPI world of 4 on host1 and host2 through mlrun --backend mpi"
+
+# --store mlrun (the default): the ranks on host1 and host2 are TCPStore clients of mlrun's
+# server on the head (RANK from OMPI_COMM_WORLD_RANK); a real torch 1.13 client on host3,
+# outside the job, is refused and logged with its address.
+PYTHON=${PYTHON:-/usr/bin/python3}
+if ! "$PYTHON" -c 'import torch, torch.distributed' 2>/dev/null; then
+  echo "SKIP (store part): $PYTHON cannot import torch (apt-get install python3-torch)"
+  exit 0
+fi
+cp "$(dirname "$0")/store_worker.py" "$T/store_worker.py"
+start_mlrun --backend mpi -H 10.77.0.11:1,10.77.0.12:1 --no_python "$PYTHON" "$T/store_worker.py" "$T"
+wait_until 90 eval 'test -e "$T/master" || ! mlrun_running'
+test -e "$T/master" || fail "the ranks never met in the store: $(tail -n 5 "$T/err")"
+read -r addr port <"$T/master"
+expect_store_refuses_host3 "$addr" "$port"
+touch "$T/go"
+wait_mlrun 120
+expect_rc 0
+expect_grep "$T/out" '^\[0\] worker 0 on host1 served by the store$'
+expect_grep "$T/out" '^\[1\] worker 1 on host2 served by the store$'
+echo "ok: mpirun's ranks on host1 and host2 served by mlrun's store; host3 refused"
