@@ -80,10 +80,10 @@ MpiStore plan_mpi_store(const Options& o, const LaunchPlan& plan) {
     std::string host = o.launcher == "slurm" ? transport::resolve_node(n.host.host) : n.host.host;
     std::vector<std::string> found = addresses_of(host);
     if (found.empty()) {
-      throw std::runtime_error(fmt::format(
-          "--backend mpi --store mlrun: host {} does not resolve here, so its ranks could not "
-          "be let into the TCPStore: give its address, or use --store torch",
-          host));
+      throw std::runtime_error(
+          fmt::format("host {} does not resolve here, so its ranks could not be let in: give its "
+                      "address, or use --store torch",
+                      host));
     }
     if (s.listen == "127.0.0.1") {
       s.listen = !o.master_addr.empty() && is_local_address(o.master_addr)
@@ -157,7 +157,8 @@ int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
       master = store.listen;
       log::info("TCPStore for mpirun's ranks served at {}", server->endpoint());
     } catch (const std::exception& e) {
-      error(fmt::format("--backend mpi: cannot serve the TCPStore: {}", e.what()));
+      error(fmt::format("--backend mpi: cannot serve the ranks' TCPStore (--store mlrun): {}",
+                        e.what()));
       return 1;
     }
   }

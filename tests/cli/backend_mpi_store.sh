@@ -13,14 +13,19 @@ run_mlrun --dry-run --backend mpi -np 2 --no_python "$PY" "$T/worker.py"
 [ "$RC" -eq 0 ] || fail "--dry-run: exit code $RC"
 expect_grep "$T/out" "^store: --store mlrun: mlrun's rendezvous server is PyTorch's TCPStore"
 
-# 2. The store is mlrun's: fresh keys per attempt, nobody of the job on MASTER_PORT.
+# 2. A host whose name does not resolve cannot be let into the store: a clear error, nothing runs.
+run_mlrun --backend mpi -H nosuchhost.invalid:1 --no_python /bin/true
+[ "$RC" -eq 1 ] || fail "an unresolvable host: exit code $RC, want 1"
+expect_grep "$T/err" "^mlrun: error: --backend mpi: cannot serve the ranks' TCPStore \(--store mlrun\): host nosuchhost\.invalid does not resolve here"
+
+# 3. The store is mlrun's: fresh keys per attempt, nobody of the job on MASTER_PORT.
 run_mlrun --backend mpi -np 2 --max_restarts 1 --no_python "$PY" "$T/worker.py"
 [ "$RC" -eq 0 ] || fail "exit code $RC: $(tail -n 20 "$T/err")"
 expect_grep "$T/out" '^\[1\] attempt 0: rank 1 fails on purpose$'
 expect_grep "$T/err" '^mlrun: restarting mpirun \(1 of 1 restarts\)$'
 expect_grep "$T/out" '^\[0\] store ok: torch 1\.13.*, 2 ranks, attempt 1, MASTER_PORT [0-9]+ served by mlrun$'
 
-# 3. --store torch: rank 0 serves PyTorch's own store; the DDP example still trains.
+# 4. --store torch: rank 0 serves PyTorch's own store; the DDP example still trains.
 cp "$SRC/examples/torch_ddp.py" "$T/torch_ddp.py"
 cat >"$T/ddp.sh" <<'SH'
 [ "$TORCHELASTIC_USE_AGENT_STORE" = False ] || { echo "agent store: $TORCHELASTIC_USE_AGENT_STORE"; exit 3; }
