@@ -280,8 +280,12 @@ std::string store_line(const Options& o) {
   if (o.store == "torch") {
     return "store: --store torch: worker rank 0 serves PyTorch's TCPStore on MASTER_PORT";
   }
-  return "store: --store mlrun: mlrun's rendezvous server is PyTorch's TCPStore at "
-         "MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True; no worker binds it)";
+  std::string line =
+      "store: --store mlrun: mlrun's rendezvous server is PyTorch's TCPStore at "
+      "MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True; no worker binds it)";
+  // mpirun starts the ranks: the launcher serves their store (launcher/mpi_launch.cc).
+  if (o.backend == "mpi") line += "; served by this launcher, passed to every rank with mpirun -x";
+  return line;
 }
 
 void print_dry_run(const Options& o, const LaunchPlan& plan) {

@@ -11,7 +11,7 @@ torch_store_setup
 # 1. --dry-run says which store, and starts nothing.
 run_mlrun --dry-run --backend mpi -np 2 --no_python "$PY" "$T/worker.py"
 [ "$RC" -eq 0 ] || fail "--dry-run: exit code $RC"
-expect_grep "$T/out" "^store: --store mlrun: mlrun's rendezvous server is PyTorch's TCPStore"
+expect_grep "$T/out" "^store: --store mlrun: mlrun's rendezvous server is PyTorch's TCPStore .*; served by this launcher, passed to every rank with mpirun -x$"
 
 # 2. A host whose name does not resolve cannot be let into the store: a clear error, nothing runs.
 run_mlrun --backend mpi -H nosuchhost.invalid:1 --no_python /bin/true
