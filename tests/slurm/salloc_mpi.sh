@@ -21,7 +21,7 @@ expect_grep "$T/out2" 'mlrun: error: --backend mpi in a Slurm allocation: .*give
 # (real torch 1.13), reached at the address the allocation's nodes route to.
 if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
   cat >"$T/store.py" <<'PY'
-import datetime, os
+import datetime, os, sys
 from torch.distributed import TCPStore
 assert os.environ["TORCHELASTIC_USE_AGENT_STORE"] == "True", "not mlrun's store"
 rank, world = os.environ["OMPI_COMM_WORLD_RANK"], int(os.environ["WORLD_SIZE"])
@@ -29,8 +29,10 @@ s = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), None, Fa
              datetime.timedelta(seconds=30))
 s.set(f"rank/{rank}", os.uname().nodename)
 s.wait([f"rank/{r}" for r in range(world)])
-print(f"rank {rank} on {os.uname().nodename}: store ok, peers on",
-      " ".join(s.get(f"rank/{r}").decode() for r in range(world)), flush=True)
+peers = " ".join(s.get(f"rank/{r}").decode() for r in range(world))
+# One write: Open MPI tags each piece of a line written in several.
+sys.stdout.write(f"rank {rank} on {os.uname().nodename}: store ok, peers on {peers}\n")
+sys.stdout.flush()
 PY
   rc=0
   in_t salloc -N2 -J "$MARKER" -Q timeout 120 "$MLRUN" --backend mpi --nproc_per_node=1 \
