@@ -106,6 +106,21 @@ std::string describe_lost(const json& change) {
   return out;
 }
 
+// A node that leaves an elastic job on SIGTERM says so here before it goes, so that its peers
+// name the cause instead of "its connection to the rendezvous closed".
+std::string left_key(const std::string& member) {
+  return fmt::format("mlrun/elastic/left/{}", member);
+}
+
+// The lost members' causes, where they left on their own (left_key).
+void add_leave_causes(rdzv::Client& c, json& change) {
+  if (!change.is_object() || !change.contains("lost")) return;
+  for (auto& l : change["lost"]) {
+    if (!l.is_object()) continue;
+    if (auto why = c.try_get(left_key(l.value("member", "")))) l["why"] = *why;
+  }
+}
+
 std::string describe_change(const json& change) {
   std::string out = describe_lost(change);
   for (const auto& j : change.value("joined", json::array())) {
@@ -143,6 +158,7 @@ ElasticVerdict settle_round(rdzv::Client& c, int g, int nnodes) {
   if (changed) {
     change = json::parse(*changed, nullptr, false);
     lost = change.is_object() && !change.value("lost", json::array()).empty();
+    add_leave_causes(c, change);
   }
   v.verdict.failed = true;
   v.verdict.code = failed ? record_code(*failed) : first_code.value_or(1);
@@ -212,18 +228,21 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   // The loop's own connection: only quick requests (set, compare-and-set, abort), so the loop
   // never blocks on the rendezvous; everything that waits runs on the coordinator's thread.
   rdzv::Client control = rdzv::Client::connect(job.endpoint, job.token, client_options);
-  // Elastic: this node's identity, and the heartbeats that keep it in the rounds. They go on a
-  // connection of their own whose every request is bounded by heartbeat_timeout (a cut link
-  // must not stall the loop longer than it takes the others to give up on this node); that
-  // connection is the node's lifeline on the server: its close loses the node at once.
+  // Heartbeats, in every multi-node job. They go on a connection of their own whose every
+  // request is bounded by heartbeat_timeout (a cut link must not stall the loop longer than it
+  // takes the others to give up on this node), sent from a timer on the event loop, so a node
+  // whose loop stops (SIGSTOP, D state) stops them while its connections stay open.
+  // Elastic: they keep this node in the rounds, and the connection is the node's lifeline on
+  // the server (its close loses the node at once). Fixed-size: node heartbeats, from the first
+  // join on; the server aborts the job naming a node silent for heartbeat_timeout.
   const bool elastic = job.elastic();
   const std::string member = elastic ? make_member_id(job.host) : std::string();
   std::optional<rdzv::Client> beat;
-  if (elastic) {
+  if (job.nnodes > 1) {
     rdzv::ClientOptions beat_options = client_options;
     beat_options.timeout = job.heartbeat_timeout;
     beat.emplace(rdzv::Client::connect(job.endpoint, job.token, beat_options));
-    beat->heartbeat(kElasticGroup, member);
+    if (elastic) beat->heartbeat(kElasticGroup, member);
   }
 
   boost::asio::io_context io;
@@ -248,6 +267,12 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   bool lost_here = false;
   // A signal reached this launcher and the job's abort for it went out (on the loop).
   bool interrupt_published = false;
+  // Fixed-size, on the loop: this node's name in its heartbeats ("node 1 (host2)"), known once
+  // it joined; empty before, and after a server that has no node heartbeats refused one.
+  std::string beat_name;
+  bool node_beats_work = false;  // One node heartbeat was answered.
+  // Elastic: SIGTERM made this node leave the job (set on the loop, read by the coordinator).
+  std::atomic<bool> leaving{false};
 
   auto publish_abort = [&](const std::string& reason) {
     try {
@@ -260,6 +285,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   AgentCallbacks callbacks;
   callbacks.routes = hooks.routes;
   callbacks.on_first_failure = [&](const WorkerState& w, const std::deque<std::string>& tail) {
+    if (leaving) return;  // Its workers end because it leaves; that is no failure of the job.
     if (job.print_summary) {
       fmt::print(stderr, "mlrun: rank {} (pid {}) ended with {}; stopping the other workers\n",
                  w.spec.rank, w.pid, describe_status(w.wait_status));
@@ -291,6 +317,8 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     int code = r.first_failure ? exit_code_from_status(r.workers[*r.first_failure].wait_status)
                                : (r.failed() ? 1 : 0);
     result_written = true;
+    // A node that left is lost to the others, who fill in its result.
+    if (leaving) return;
     try {
       std::string result = json{{"ok", !r.failed()}, {"code", code}}.dump();
       control.set(key(attempt, fmt::format("result/{}", node_rank)), result);
@@ -352,6 +380,27 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     if (aborting || interrupt_published) return;
     interrupt_published = true;
     const char* abbrev = sigabbrev_np(sig);
+    // SIGTERM to a node of an elastic job (a preempted machine): this node leaves, as
+    // torchrun's agent does; the others continue in a new round while at least MIN remain.
+    // The node that serves the rendezvous cannot leave: the job ends, as below.
+    if (elastic && sig == SIGTERM && !job.serves_rendezvous && beat) {
+      leaving = true;
+      std::string why = fmt::format("it left the job on SIGTERM{}", job.signal_note);
+      try {
+        control.set(left_key(member), why);
+      } catch (const rdzv::Error&) {
+        // The server is gone or the job aborted: nobody is left to tell.
+      }
+      // Closing the heartbeats' connection loses this node on the server at once.
+      beat.reset();
+      if (job.print_summary) {
+        fmt::print(stderr,
+                   "mlrun: SIGTERM: this node ({}, node {}) leaves the elastic job; its workers "
+                   "stop, and the other nodes continue without it while at least {} remain\n",
+                   member, node_rank, job.nnodes_min);
+      }
+      return;
+    }
     publish_abort(fmt::format("interrupted: SIG{} on node {} ({}){}", abbrev ? abbrev : "?",
                               node_rank, job.host, job.signal_note));
   };
@@ -389,6 +438,9 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
       s.abort(code);
     });
   };
+
+  // Fixed-size: one node heartbeat, on the loop (set below, with the other timers).
+  std::function<void()> send_node_beat;
 
   // The coordinator: joins each attempt, waits for its end or a failure anywhere, and settles
   // it with every node's result. Only this thread blocks on the rendezvous.
@@ -452,7 +504,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   // change (a node joined or was lost) does not.
   auto run_elastic = [&] {
     int spent = 0;  // Restarts spent: this thread's count (the loop's copy is restarts_spent).
-    for (;;) {
+    while (!leaving) {
       rdzv::Client c = rdzv::Client::connect(job.endpoint, job.token, client_options);
       rdzv::ElasticJoinOptions eo;
       eo.min_nodes = job.nnodes_min;
@@ -538,6 +590,12 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
           attempt = g;
           node_rank = a.node_rank;
           nnodes = a.nnodes;
+          if (beat && g == 0) {
+            // The server watches this node from its first heartbeat: before its workers start,
+            // so that a node that hangs at any time after is noticed.
+            beat_name = fmt::format("node {} ({})", a.node_rank, job.host);
+            send_node_beat();
+          }
           s.begin_attempt(g, std::move(specs));
         });
         std::string note = get_eventually(c, key(g, fmt::format("notify/{}", a.node_rank)));
@@ -589,11 +647,36 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     watch_lifeline();
   }
 
-  // Elastic: every tick, a heartbeat when one is due and a look at the running round's change
+  // Every tick, a heartbeat when one is due and, elastic, a look at the running round's change
   // key (quick requests only). A change stops every node's workers for a new round, unless it
   // leaves fewer than the minimum, which ends the job.
   boost::asio::steady_timer tick(io);
   auto last_beat = std::chrono::steady_clock::now();
+  // One heartbeat of a fixed-size node. A server older than protocol 1.2 refuses the op: the
+  // job runs without, and says so once. A lost server ends this node, as an elastic one.
+  send_node_beat = [&] {
+    try {
+      beat->node_heartbeat(beat_name, job.heartbeat_timeout);
+      if (!node_beats_work) {
+        log::debug("heartbeats as {} every {} ms; the server ends the job after {} ms without",
+                   beat_name, job.heartbeat_interval.count(), job.heartbeat_timeout.count());
+      }
+      node_beats_work = true;
+    } catch (const rdzv::AbortedError&) {
+      // The coordinator wakes with the abort too and ends this node.
+    } catch (const rdzv::Error& e) {
+      if (!node_beats_work && dynamic_cast<const rdzv::ConnectionError*>(&e) == nullptr) {
+        fmt::print(stderr,
+                   "mlrun: warning: node {}: the rendezvous server at {} has no node heartbeats "
+                   "(protocol 1.2; {}): a hung node will not be noticed\n",
+                   node_rank, job.endpoint, e.what());
+        beat_name.clear();
+        return;
+      }
+      lost_here = true;
+      abort_here(fmt::format("this node lost the rendezvous at {}: {}", job.endpoint, e.what()), 1);
+    }
+  };
   const auto tick_every =
       std::min<std::chrono::milliseconds>(job.heartbeat_interval, std::chrono::milliseconds(1000));
   auto check_change = [&] {
@@ -602,6 +685,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
     if (!text) return;
     json change = json::parse(*text, nullptr, false);
     if (!change.is_object()) return;
+    add_leave_causes(control, change);
     // A lost node reports nothing: its result is filled in, so that every node can settle.
     for (const auto& l : change.value("lost", json::array())) {
       int n = l.value("node", -1);
@@ -627,12 +711,16 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   std::function<void()> arm_tick = [&] {
     tick.expires_after(tick_every);
     tick.async_wait([&](const boost::system::error_code& ec) {
-      if (ec || lost_here) return;
+      if (ec || lost_here || leaving) return;
       try {
         auto now = std::chrono::steady_clock::now();
-        if (now - last_beat >= job.heartbeat_interval) {
+        if (elastic && now - last_beat >= job.heartbeat_interval) {
           last_beat = now;
           beat->heartbeat(kElasticGroup, member);
+        } else if (!elastic && !beat_name.empty() && now - last_beat >= job.heartbeat_interval) {
+          last_beat = now;
+          send_node_beat();
+          if (lost_here) return;
         }
       } catch (const rdzv::AbortedError&) {
         // The coordinator wakes with the abort too and ends this node.
@@ -650,10 +738,13 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
       arm_tick();
     });
   };
-  if (elastic) arm_tick();
+  if (beat) arm_tick();
 
   int code = agent.run();
   tick.cancel();
+  // Fixed-size: this node is done, not hung; closing the heartbeats' connection ends the
+  // server's watch over it (the node may wait below for the others a while).
+  if (!elastic) beat.reset();
   if (signal_watcher) signal_watcher->stop(&control, std::chrono::seconds(2));
   auto coordinator_finished = coordinator_done.get_future();
   if (parent_gone && !job.tree_parent.empty()) {
@@ -668,7 +759,9 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   if (aborting && job.print_summary) fmt::print(stderr, "mlrun: {}\n", abort_message);
   // The coordinator wakes from the abort or the verdict. A server that vanished without a
   // word would leave it blocked: give it a bound, then leave without it.
-  if (coordinator_finished.wait_for(std::chrono::seconds(10)) == std::future_status::ready) {
+  // A node that left waits for nobody: the others settle the round without it.
+  if (coordinator_finished.wait_for(std::chrono::seconds(leaving ? 1 : 10)) ==
+      std::future_status::ready) {
     coordinator.join();
   } else {
     std::fflush(nullptr);
@@ -678,7 +771,7 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   // (node 0, or the endpoint's owner) would otherwise take it down while another node still
   // reports its result. Bounded, so a node that is gone holds nobody; an aborted job fails at
   // once.
-  if (nnodes > 1 && node_rank >= 0) {
+  if (nnodes > 1 && node_rank >= 0 && !leaving) {
     try {
       control.set(fmt::format("mlrun/done/{}", node_rank), "1");
       std::vector<std::string> done;

@@ -64,6 +64,9 @@ struct NodeJob {
   /// Appended to the reason of a stop signal here: who sends them ("sent by Slurm ...": an agent
   /// in a Slurm step, where only Slurm signals it).
   std::string signal_note;
+  /// This launcher serves the rendezvous (node 0 or the endpoint's owner): it cannot leave an
+  /// elastic job, since the job's server goes with it.
+  bool serves_rendezvous = false;
   bool elastic() const { return nnodes_min > 0 && nnodes_min < nnodes; }
 };
 
@@ -90,7 +93,8 @@ struct NodeHooks {
 
 /// Runs this node's workers for every attempt and returns the job's exit code: 0, the first
 /// failed worker's code wherever it ran (128+N for signal N), 128+N after signal N reached this
-/// launcher, 1 when the rendezvous failed or the job was aborted. lifeline_fd >= 0 is watched:
+/// launcher (143 for an elastic node that left the job on SIGTERM), 1 when the rendezvous failed
+/// or the job was aborted. lifeline_fd >= 0 is watched:
 /// its end-of-file (the head is gone) stops this node.
 int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd);
 

@@ -279,6 +279,10 @@ transport::AgentJob agent_job(const Options& o, const LaunchPlan& plan, const st
   job.job_id = plan.job_id;
   job.nnodes = static_cast<int>(plan.hosts.nodes.size());
   job.grace = grace;
+  RdzvConf conf;
+  parse_rdzv_conf(o.rdzv_conf, conf);  // Checked by plan_launch.
+  job.heartbeat_interval = conf.heartbeat_interval;
+  job.heartbeat_timeout = conf.heartbeat_timeout;
   job.log_level = spdlog::level::to_string_view(log::logger().level()).data();
   std::error_code ec;
   job.cwd = fs::current_path(ec).string();
@@ -402,6 +406,10 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     job.nnodes = static_cast<int>(nodes.size());
     job.node_rank = static_cast<int>(local - nodes.begin());
     job.nproc = local->nproc;
+    RdzvConf conf;
+    parse_rdzv_conf(o.rdzv_conf, conf);  // Checked by plan_launch.
+    job.heartbeat_interval = conf.heartbeat_interval;
+    job.heartbeat_timeout = conf.heartbeat_timeout;
     job.publish_signals = true;
     job.watch_signals = true;
     code = run_this_node(o, plan, job, lifeline, -1);
@@ -545,6 +553,7 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   job.last_call = conf.last_call;
   job.heartbeat_interval = conf.heartbeat_interval;
   job.heartbeat_timeout = conf.heartbeat_timeout;
+  job.serves_rendezvous = server.has_value();
   return run_this_node(o, plan, job, lifeline, -1);
 }
 
@@ -617,6 +626,13 @@ int agent_command(const std::vector<std::string>&) {
     job.job_id = j.at("job_id").get<std::string>();
     job.nnodes = j.at("nnodes").get<int>();
     grace_ms = j.value("grace_ms", 0L);
+    // A head that predates them sends no heartbeat settings: the defaults.
+    if (long ms = j.value("heartbeat_interval_ms", 0L); ms > 0) {
+      job.heartbeat_interval = std::chrono::milliseconds(ms);
+    }
+    if (long ms = j.value("heartbeat_timeout_ms", 0L); ms > 0) {
+      job.heartbeat_timeout = std::chrono::milliseconds(ms);
+    }
     args = j.at("args").get<std::vector<std::string>>();
     for (const auto& [name, value] : j.at("env").items()) {
       setenv(name.c_str(), value.get<std::string>().c_str(), 1);
@@ -662,7 +678,13 @@ int agent_command(const std::vector<std::string>&) {
     job.signal_note = transport::slurm_signal_note(transport::read_slurm_env().job_id);
   }
   keep_forwarded_signals_harmless(plan.signals);
-  Lifeline lifeline = Lifeline::start();
+  // Over SSH, a hung agent (SIGSTOP, D state) never reads its stdin's end: its lifeline sees
+  // it, and SIGKILLs the agent when it has not stopped its workers by itself within the grace
+  // period and 10 s, as it would when awake.
+  auto awake_bound =
+      std::chrono::milliseconds(static_cast<long>(parsed.options.grace_period * 1000)) +
+      std::chrono::seconds(10);
+  Lifeline lifeline = slurm ? Lifeline::start() : Lifeline::start(STDIN_FILENO, awake_bound);
   signal(SIGPIPE, SIG_IGN);
   job.print_summary = false;
   // The head's forwarded signals come through the rendezvous. One this agent gets itself goes to

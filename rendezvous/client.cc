@@ -760,6 +760,16 @@ void Client::heartbeat(std::string_view group, std::string_view member) {
       "heartbeat", group, MemberHeartbeat{std::string(group), std::string(member)}, impl_->quick());
 }
 
+void Client::node_heartbeat(std::string_view who, std::chrono::milliseconds timeout) {
+  if (who.empty() || who.size() > kMaxMemberBytes) {
+    throw Error("node heartbeat", printable(who), impl_->endpoint, "bad node name");
+  }
+  auto ms = std::clamp<std::int64_t>(timeout.count(), 1, UINT32_MAX);
+  impl_->call_for<EmptyReply>("node heartbeat", who,
+                              NodeHeartbeat{std::string(who), static_cast<std::uint32_t>(ms)},
+                              impl_->quick());
+}
+
 void Client::close() noexcept {
   if (impl_) impl_->drop("closed by the caller");
 }

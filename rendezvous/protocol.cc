@@ -170,6 +170,10 @@ void write_body(Writer& w, const MemberHeartbeat& r) {
   w.str(r.group);
   w.str(r.member);
 }
+void write_body(Writer& w, const NodeHeartbeat& r) {
+  w.str(r.who);
+  w.u32(r.timeout_ms);
+}
 
 constexpr std::string_view kKeyTooLong = "key longer than kMaxKeyBytes";
 
@@ -271,6 +275,15 @@ bool read_body(Reader& r, MemberHeartbeat& out) {
   if (out.member.empty()) return r.fail(Status::kInvalidArgument, "empty member id");
   return true;
 }
+bool read_body(Reader& r, NodeHeartbeat& out) {
+  if (!r.str(out.who, kMaxMemberBytes, "node name longer than kMaxMemberBytes") ||
+      !r.u32(out.timeout_ms)) {
+    return false;
+  }
+  if (out.who.empty()) return r.fail(Status::kInvalidArgument, "empty node name");
+  if (out.timeout_ms == 0) return r.fail(Status::kInvalidArgument, "heartbeat timeout of 0 ms");
+  return true;
+}
 
 template <typename T>
 bool parse_as(std::span<const std::uint8_t> payload, Request& out, Status* error,
@@ -290,7 +303,7 @@ bool parse_as(std::span<const std::uint8_t> payload, Request& out, Status* error
 
 bool is_known_op(std::uint8_t op) {
   return op >= static_cast<std::uint8_t>(Op::kHello) &&
-         op <= static_cast<std::uint8_t>(Op::kMemberHeartbeat);
+         op <= static_cast<std::uint8_t>(Op::kNodeHeartbeat);
 }
 
 std::string_view op_name(Op op) {
@@ -321,6 +334,8 @@ std::string_view op_name(Op op) {
       return "elastic_join";
     case Op::kMemberHeartbeat:
       return "member_heartbeat";
+    case Op::kNodeHeartbeat:
+      return "node_heartbeat";
   }
   return "unknown";
 }
@@ -412,10 +427,20 @@ DecodeResult decode_frame(std::span<const std::uint8_t> bytes, Header& header,
 }
 
 Op op_of(const Request& request) {
-  static constexpr Op kOps[] = {
-      Op::kHello,          Op::kJoin,   Op::kSet,     Op::kGet,       Op::kAdd,   Op::kCompareSet,
-      Op::kWait,           Op::kDelete, Op::kBarrier, Op::kHeartbeat, Op::kAbort, Op::kElasticJoin,
-      Op::kMemberHeartbeat};
+  static constexpr Op kOps[] = {Op::kHello,
+                                Op::kJoin,
+                                Op::kSet,
+                                Op::kGet,
+                                Op::kAdd,
+                                Op::kCompareSet,
+                                Op::kWait,
+                                Op::kDelete,
+                                Op::kBarrier,
+                                Op::kHeartbeat,
+                                Op::kAbort,
+                                Op::kElasticJoin,
+                                Op::kMemberHeartbeat,
+                                Op::kNodeHeartbeat};
   static_assert(std::variant_size_v<Request> == std::size(kOps));
   return kOps[request.index()];
 }
@@ -455,6 +480,8 @@ bool parse_request(std::uint8_t op, std::span<const std::uint8_t> payload, Reque
       return parse_as<ElasticJoin>(payload, out, error, what);
     case Op::kMemberHeartbeat:
       return parse_as<MemberHeartbeat>(payload, out, error, what);
+    case Op::kNodeHeartbeat:
+      return parse_as<NodeHeartbeat>(payload, out, error, what);
   }
   *error = Status::kBadFrame;
   *what = "unknown op";

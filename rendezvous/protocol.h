@@ -60,6 +60,8 @@ enum class Op : std::uint8_t {
   // Added in protocol 1.1 (the version byte stays 1; a 1.0 server answers them "unknown op").
   kElasticJoin = 12,
   kMemberHeartbeat = 13,
+  // Added in protocol 1.2 (additive too; a 1.1 server answers it "unknown op").
+  kNodeHeartbeat = 14,
 };
 /// True for the request ops above.
 bool is_known_op(std::uint8_t op);
@@ -175,8 +177,15 @@ struct MemberHeartbeat {
   std::string member;
 };
 
+/// A node of a fixed-size job is alive (docs/protocol.md, "Node heartbeats"): when nothing
+/// comes on this connection for timeout_ms, the server aborts the job naming `who`.
+struct NodeHeartbeat {
+  std::string who;  ///< "node 1 (host2)": for the abort's reason.
+  std::uint32_t timeout_ms = 0;
+};
+
 using Request = std::variant<Hello, Join, Set, Get, Add, CompareSet, Wait, Delete, Barrier,
-                             Heartbeat, Abort, ElasticJoin, MemberHeartbeat>;
+                             Heartbeat, Abort, ElasticJoin, MemberHeartbeat, NodeHeartbeat>;
 
 Op op_of(const Request& request);
 

@@ -235,8 +235,15 @@ TEST(Protocol, MalformedPayloadsAreBadFrames) {
   EXPECT_EQ(parse_status(0, ""), Status::kBadFrame);   // op 0
   EXPECT_EQ(parse_status(99, ""), Status::kBadFrame);  // unknown op
   EXPECT_FALSE(is_known_op(0));
-  EXPECT_FALSE(is_known_op(14));
+  EXPECT_FALSE(is_known_op(15));
   EXPECT_TRUE(is_known_op(static_cast<std::uint8_t>(Op::kMemberHeartbeat)));
+  EXPECT_TRUE(is_known_op(static_cast<std::uint8_t>(Op::kNodeHeartbeat)));
+  const auto node_beat = static_cast<std::uint8_t>(Op::kNodeHeartbeat);
+  EXPECT_EQ(parse_status(node_beat, le32(0) + le32(1000)), Status::kInvalidArgument);     // no name
+  EXPECT_EQ(parse_status(node_beat, le32(1) + "n" + le32(0)), Status::kInvalidArgument);  // 0 ms
+  EXPECT_EQ(parse_status(node_beat, le32(1) + "n"), Status::kBadFrame);  // no timeout
+  EXPECT_EQ(parse_status(node_beat, le32(257) + std::string(257, 'n') + le32(1)),
+            Status::kLimitExceeded);  // name over kMaxMemberBytes
   EXPECT_TRUE(is_known_op(static_cast<std::uint8_t>(Op::kAbort)));
 }
 

@@ -95,10 +95,7 @@ void ServerCore::Impl::handle(const ConnPtr& c, ElasticJoin& r) {
       publish_change(name, g);
     }
   }
-  if (g.heartbeat_timeout_ms > 0 && !sweep_timer_) {
-    sweep_timer_ = std::make_unique<asio::steady_timer>(io_);
-    sweep();
-  }
+  if (g.heartbeat_timeout_ms > 0) start_sweep();
   maybe_close_round(name);
 }
 
@@ -119,6 +116,17 @@ void ServerCore::Impl::handle(const ConnPtr& c, MemberHeartbeat& r) {
     heartbeat_conns_[c.get()] = {r.group, r.member};
   }
   reply(c, encode_reply(Op::kMemberHeartbeat, c->header.request_id, EmptyReply{}));
+}
+
+void ServerCore::Impl::handle(const ConnPtr& c, NodeHeartbeat& r) {
+  NodeLiveness& n = node_beats_[c.get()];
+  std::string who = quoted(r.who);  // Sanitised for the log and the abort's reason.
+  n.who = who.substr(1, who.size() - 2);
+  n.timeout_ms = r.timeout_ms;
+  n.at = std::chrono::steady_clock::now();
+  n.wall = std::chrono::system_clock::now();
+  start_sweep();
+  reply(c, encode_reply(Op::kNodeHeartbeat, c->header.request_id, EmptyReply{}));
 }
 
 void ServerCore::Impl::maybe_close_round(const std::string& name) {
@@ -287,9 +295,32 @@ void ServerCore::Impl::publish_change(const std::string& name, ElasticGroup& g) 
           round, alive, g.min, g.max, joined, lost));
 }
 
+void ServerCore::Impl::start_sweep() {
+  if (sweep_timer_) return;
+  sweep_timer_ = std::make_unique<asio::steady_timer>(io_);
+  sweep();
+}
+
+void ServerCore::Impl::sweep_node_heartbeats(std::chrono::steady_clock::time_point now) {
+  if (aborted_) return;
+  for (const auto& [conn, n] : node_beats_) {
+    auto silent = now - n.at;
+    if (silent <= std::chrono::milliseconds(n.timeout_ms)) continue;
+    double silent_s = std::chrono::duration<double>(silent).count();
+    std::string why = fmt::format(
+        "{} lost: no heartbeat for {:.1f} s (heartbeat_timeout {:.1f} s), last heard from at {}, "
+        "while its connection stays open: the node hangs (stopped, or stuck in the kernel)",
+        n.who, silent_s, n.timeout_ms / 1000.0, clock_text(n.wall));
+    log(why);
+    abort(why);
+    return;
+  }
+}
+
 void ServerCore::Impl::sweep() {
   if (stopped_) return;
   auto now = std::chrono::steady_clock::now();
+  sweep_node_heartbeats(now);
   for (auto& [name, g] : elastic_) {
     if (!g.running || g.heartbeat_timeout_ms == 0) continue;
     auto limit = std::chrono::milliseconds(g.heartbeat_timeout_ms);

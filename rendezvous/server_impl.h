@@ -157,6 +157,13 @@ struct LostMember {
   double silent_s = 0;
   std::string why;
 };
+// A node of a fixed-size job that sends node heartbeats on a connection (docs/protocol.md).
+struct NodeLiveness {
+  std::string who;
+  std::uint32_t timeout_ms = 0;
+  std::chrono::steady_clock::time_point at{};
+  std::chrono::system_clock::time_point wall{};
+};
 struct ElasticGroup {
   bool configured = false;
   std::uint32_t min = 1, max = 1, last_call_ms = 0, heartbeat_timeout_ms = 0;
@@ -284,6 +291,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void handle(const ConnPtr& c, Abort& r);
   void handle(const ConnPtr& c, ElasticJoin& r);
   void handle(const ConnPtr& c, MemberHeartbeat& r);
+  void handle(const ConnPtr& c, NodeHeartbeat& r);
   void handle(const ConnPtr&, Hello&) {}
 
   // Elastic groups.
@@ -294,7 +302,11 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void lose_member(const std::string& name, ElasticGroup& g, std::uint32_t index, std::string why,
                    bool quiet = false);
   void publish_change(const std::string& name, ElasticGroup& g);
+  void start_sweep();
   void sweep();
+  // Aborts the job when a node's heartbeats stopped while its connection stays open (a hung
+  // node: SIGSTOP, D state), naming it.
+  void sweep_node_heartbeats(std::chrono::steady_clock::time_point now);
   std::string elastic_wait_text(const std::string& name, const ElasticGroup& g) const;
   // Sets a key from the server itself (no size check against a client's request) and wakes
   // its waiters.
@@ -375,6 +387,8 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   std::unordered_map<std::string, ElasticGroup> elastic_;
   // Heartbeat connections: a member's lifeline. Its close loses the member.
   std::unordered_map<Conn*, std::pair<std::string, std::string>> heartbeat_conns_;
+  // Node heartbeats of fixed-size jobs, by the connection they come on; its close forgets them.
+  std::unordered_map<Conn*, NodeLiveness> node_beats_;
   std::unique_ptr<asio::steady_timer> sweep_timer_;
 
   // TCPStore clients' keys: one key space per generation (kTorchStoreGenerationKey).

@@ -363,6 +363,46 @@ TEST(Server, DisconnectDropsTheWaitersOfThatConnection) {
   EXPECT_EQ(b.get("k"), "v");
 }
 
+// A node whose heartbeats stop while its connection stays open (hung: SIGSTOP, D state) aborts
+// the job, named, within its timeout; one that closes its connection ends the watch instead.
+TEST(Server, NodeHeartbeatsThatStopAbortTheJobNamingTheNode) {
+  LoopServer server(options());
+  Client waiter = Client::connect(server.endpoint(), kToken, quick());
+  {
+    Client gone = Client::connect(server.endpoint(), kToken, quick());
+    gone.node_heartbeat("node 2 (host3)", 1s);
+  }
+  ASSERT_TRUE(server.wait_connections(1));
+  Client hung = Client::connect(server.endpoint(), kToken, quick());
+  hung.node_heartbeat("node 1 (host2)", 300ms);
+  hung.node_heartbeat("node 1 (host2)", 300ms);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    waiter.get("never-set", 20s);
+    FAIL() << "the get returned";
+  } catch (const AbortedError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("node 1 (host2) lost: no heartbeat for"), std::string::npos) << what;
+    EXPECT_NE(what.find("heartbeat_timeout 0.3 s"), std::string::npos) << what;
+    EXPECT_EQ(what.find("node 2"), std::string::npos) << what;
+  }
+  // The timeout and the sweep's 250 ms, with room for a loaded machine.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_THROW(hung.node_heartbeat("node 1 (host2)", 300ms), AbortedError);
+}
+
+TEST(Server, NodeHeartbeatsKeepANodeThatBeats) {
+  LoopServer server(options());
+  Client waiter = Client::connect(server.endpoint(), kToken, quick());
+  Client node = Client::connect(server.endpoint(), kToken, quick());
+  for (int i = 0; i < 10; ++i) {
+    node.node_heartbeat("node 1 (host2)", 2s);
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_NO_THROW(waiter.heartbeat());
+  EXPECT_THROW(node.node_heartbeat("", 2s), Error);
+}
+
 // Many ranks as threads, each its own connection: join, add, a published 128-byte ID that
 // every rank reads identically, a barrier.
 TEST(Server, SixtyFourRanksAsThreads) {

@@ -14,6 +14,8 @@ nlohmann::json agent_description(const AgentJob& job, const std::vector<AgentNod
                       {"env", env},
                       {"args", job.args},
                       {"grace_ms", job.grace.count()},
+                      {"heartbeat_interval_ms", job.heartbeat_interval.count()},
+                      {"heartbeat_timeout_ms", job.heartbeat_timeout.count()},
                       {"log_level", job.log_level}};
   if (node >= 0) {
     j["node_rank"] = nodes[node].node_rank;

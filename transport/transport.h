@@ -42,6 +42,10 @@ struct AgentJob {
   std::vector<std::string> args;
   /// Each agent's grace period between SIGTERM and SIGKILL of its workers; 0: its own option.
   std::chrono::milliseconds grace{0};
+  /// Each node's heartbeats (docs/multinode.md, "Lifelines"): how often, and the silence after
+  /// which the server aborts the job naming the node. 0: the agent's defaults.
+  std::chrono::milliseconds heartbeat_interval{0};
+  std::chrono::milliseconds heartbeat_timeout{0};
   /// The head's log level ("info"), for the agents' own log lines (worker/log.h).
   std::string log_level = "warning";
 };

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -56,29 +58,38 @@ void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
   }
 }
 
-[[noreturn]] void lifeline_main(int fd) {
-  prctl(PR_SET_NAME, "mlrun-lifeline");
-  // Terminal signals are for the launcher, which forwards them; the lifeline only watches.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
-  signal(SIGHUP, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  // Hold none of the launcher's terminals, pipes or sockets open: whoever reads the launcher's
-  // output must see it end when the launcher ends, and no port may stay bound by us.
-  int devnull = open("/dev/null", O_RDWR);
-  for (int i = 0; i < 3; ++i) dup2(devnull, i);
-  fd = dup2(fd, 3);
-  close_descriptors_from(4);
-  static pid_t tracked[kMaxTracked];
+// Waits until the launcher's pipe ends; watch >= 0: or until watch's other end has been closed
+// for bound_ms, when the launcher is SIGKILLed first.
+void wait_for_the_end(int fd, int watch, long bound_ms, pid_t launcher, pid_t* tracked,
+                      int& count) {
   static char line[PATH_MAX + 2];
-  int count = 0;
   std::size_t len = 0;
   char buf[4096];
+  long left_ms = -1;  // Counting down once watch has hung up.
   while (true) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    for (ssize_t i = 0; i < n; ++i) {
+    pollfd p[2] = {{fd, POLLIN, 0}, {watch, POLLRDHUP, 0}};
+    auto before = std::chrono::steady_clock::now();
+    int n =
+        poll(p, watch >= 0 && left_ms < 0 ? 2 : 1, left_ms < 0 ? -1 : static_cast<int>(left_ms));
+    if (n < 0 && errno != EINTR) return;
+    if (left_ms >= 0) {
+      left_ms -= std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - before)
+                     .count();
+      if (left_ms <= 0) {
+        kill(launcher, SIGKILL);
+        return;
+      }
+    }
+    if (n <= 0) continue;
+    if (watch >= 0 && left_ms < 0 && (p[1].revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
+      left_ms = std::max(1L, bound_ms);
+    }
+    if (p[0].revents == 0) continue;
+    ssize_t got = read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return;
+    for (ssize_t i = 0; i < got; ++i) {
       if (buf[i] != '\n') {
         if (len < sizeof line) line[len++] = buf[i];
         continue;
@@ -87,6 +98,28 @@ void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
       len = 0;
     }
   }
+}
+
+[[noreturn]] void lifeline_main(int fd, int watch, long bound_ms, pid_t launcher) {
+  prctl(PR_SET_NAME, "mlrun-lifeline");
+  // Terminal signals are for the launcher, which forwards them; the lifeline only watches.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  // Hold none of the launcher's terminals, pipes or sockets open: whoever reads the launcher's
+  // output must see it end when the launcher ends, and no port may stay bound by us.
+  // The watched descriptor (the agent's stdin, an SSH channel: input, read by nobody here)
+  // is the one exception, kept to see its other end close.
+  if (watch >= 0) watch = fcntl(watch, F_DUPFD, 10);
+  int devnull = open("/dev/null", O_RDWR);
+  for (int i = 0; i < 3; ++i) dup2(devnull, i);
+  fd = dup2(fd, 3);
+  if (watch >= 0) watch = dup2(watch, 4);
+  close_descriptors_from(watch >= 0 ? 5 : 4);
+  static pid_t tracked[kMaxTracked];
+  int count = 0;
+  wait_for_the_end(fd, watch, bound_ms, launcher, tracked, count);
   for (int k = 0; k < count; ++k) killpg(tracked[k], SIGKILL);
   // What left the groups (a worker's setsid daemon) is still in the job's cgroup.
   if (tracked_cgroup[0] != '\0') {
@@ -111,8 +144,9 @@ void send(int fd, char op, pid_t pgid) {
 
 }  // namespace
 
-Lifeline Lifeline::start() {
+Lifeline Lifeline::start(int watch_fd, std::chrono::milliseconds bound) {
   Lifeline l;
+  const pid_t launcher = getpid();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return l;
   pid_t pid = fork();
@@ -126,7 +160,7 @@ Lifeline Lifeline::start() {
     // Out of the launcher's process group, so that a group-wide signal to the launcher's job
     // (kill -TERM -PGID) still leaves the lifeline to clean up after it.
     setpgid(0, 0);
-    lifeline_main(fds[0]);
+    lifeline_main(fds[0], watch_fd, static_cast<long>(bound.count()), launcher);
   }
   close(fds[0]);
   l.fd_ = fds[1];

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 
 namespace mlrun {
@@ -16,7 +17,13 @@ class Lifeline {
  public:
   /// Forks the lifeline process. Call before any thread is started: the child does not exec.
   /// On failure the lifeline is inactive and track/untrack do nothing.
-  static Lifeline start();
+  ///
+  /// watch_fd >= 0 (an agent's stdin, the head's SSH channel): when its other end closes (the
+  /// head is gone or gave up on this node) and the launcher has not ended `bound` later (it
+  /// hangs: SIGSTOP, D state, so it cannot stop its workers itself), the lifeline SIGKILLs the
+  /// launcher and then sweeps as when it is gone.
+  static Lifeline start(int watch_fd = -1,
+                        std::chrono::milliseconds bound = std::chrono::milliseconds(0));
   Lifeline() = default;
   Lifeline(Lifeline&& other) noexcept : fd_(other.fd_), pid_(other.pid_) { other.fd_ = -1; }
   Lifeline& operator=(Lifeline&& other) noexcept;

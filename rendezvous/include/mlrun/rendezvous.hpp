@@ -291,6 +291,12 @@ class MLRUN_RDZV_EXPORT Client {
   /// member's lifeline (its close loses the member). Throws Error (conflict) once the member
   /// was declared lost, AbortedError once the job is aborted.
   void heartbeat(std::string_view group, std::string_view member);
+  /// For a node of a fixed-size job: tells the server that the node `who` ("node 1 (host2)",
+  /// at most 256 bytes) is alive. Once this connection has sent one, the server aborts the job
+  /// with `who` named when nothing more comes on it for `timeout` while it stays open (a hung
+  /// node); closing the connection ends the watch. docs/protocol.md, "Node heartbeats". Throws
+  /// AbortedError once the job is aborted, Error from a server that predates protocol 1.2.
+  void node_heartbeat(std::string_view who, std::chrono::milliseconds timeout);
 
   /// Closes the connection; later calls throw ConnectionError.
   void close() noexcept;
