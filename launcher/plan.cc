@@ -111,8 +111,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
         "--hostfile/-H",
         o.nnodes_min, o.nnodes_max));
   }
-  RdzvConf rdzv_conf;
-  for (auto& e : parse_rdzv_conf(o.rdzv_conf, rdzv_conf)) errors.push_back(std::move(e));
+  for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) errors.push_back(std::move(e));
   plan.signals = make_signal_policy(o.signals_to_handle, errors);
   try {
     plan.nproc = resolve_nproc_per_node(o.nproc_per_node);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launcher/head.h"
+#include "launcher/node.h"
 #include "launcher/options.h"
 #include "worker/agent.h"
 #include "worker/env.h"
@@ -35,6 +36,7 @@ struct LaunchPlan {
   std::vector<std::pair<std::string, std::string>> network_defaults;
   HostPlan hosts;        // --hostfile / -H only.
   SignalPolicy signals;  // From --signals_to_handle.
+  RdzvConf rdzv;         // From --rdzv_conf, parsed once here.
   // This node's GPU indices as given to it (an agent's from its head), set before plan_launch;
   // empty: from --include / --num_gpus here.
   std::vector<int> gpu_ids;

@@ -279,8 +279,7 @@ transport::AgentJob agent_job(const Options& o, const LaunchPlan& plan, const st
   job.job_id = plan.job_id;
   job.nnodes = static_cast<int>(plan.hosts.nodes.size());
   job.grace = grace;
-  RdzvConf conf;
-  parse_rdzv_conf(o.rdzv_conf, conf);  // Checked by plan_launch.
+  const RdzvConf& conf = plan.rdzv;
   job.heartbeat_interval = conf.heartbeat_interval;
   job.heartbeat_timeout = conf.heartbeat_timeout;
   job.log_level = spdlog::level::to_string_view(log::logger().level()).data();
@@ -406,8 +405,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
     job.nnodes = static_cast<int>(nodes.size());
     job.node_rank = static_cast<int>(local - nodes.begin());
     job.nproc = local->nproc;
-    RdzvConf conf;
-    parse_rdzv_conf(o.rdzv_conf, conf);  // Checked by plan_launch.
+    const RdzvConf& conf = plan.rdzv;
     job.heartbeat_interval = conf.heartbeat_interval;
     job.heartbeat_timeout = conf.heartbeat_timeout;
     job.publish_signals = true;
@@ -546,8 +544,7 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   // address on its route to the rendezvous (whichever node that turns out to be).
   job.master_addr = o.nnodes_max == 1 ? plan.master_addr : o.master_addr;
   job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
-  RdzvConf conf;
-  parse_rdzv_conf(o.rdzv_conf, conf);  // Checked by plan_launch.
+  const RdzvConf& conf = plan.rdzv;
   job.join_timeout = conf.join_timeout;
   job.nnodes_min = o.nnodes_min;
   job.last_call = conf.last_call;
