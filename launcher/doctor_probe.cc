@@ -33,6 +33,7 @@
 #include "worker/network.h"
 #include "worker/numa.h"
 #include "worker/process.h"
+#include "worker/text_file.h"
 
 namespace mlrun {
 
@@ -43,10 +44,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_text_file(path).value_or("");
 }
 
 std::string trim(std::string_view s) {

@@ -17,6 +17,7 @@
 
 #include "worker/lifeline.h"
 #include "worker/log.h"
+#include "worker/text_file.h"
 
 namespace mlrun {
 namespace {
@@ -24,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_text_file(path).value_or("");
 }
 
 // mountinfo escapes space, tab, newline and backslash as \ooo.

@@ -12,17 +12,17 @@
 
 #include <fmt/format.h>
 
+#include "worker/text_file.h"
+
 namespace mlrun {
 namespace {
 
 namespace fs = std::filesystem;
 
 std::optional<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
+  auto text = read_text_file(path.string());
+  if (!text) return std::nullopt;
+  std::string s = std::move(*text);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
