@@ -2,8 +2,7 @@
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 
-#include <arpa/inet.h>
-#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -42,25 +41,6 @@ std::string retag_mpi_line(std::string_view line) {
   return out;
 }
 
-// Every numeric address a host name resolves to (none when it does not resolve).
-std::vector<std::string> addresses_of(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::vector<std::string> out;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* raw =
-        a->ai_family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-    if (inet_ntop(a->ai_family, raw, text, sizeof text) != nullptr) out.emplace_back(text);
-  }
-  freeaddrinfo(found);
-  return out;
-}
-
 // --store mlrun: where this process serves PyTorch's TCPStore for mpirun's ranks
 // (docs/torch-store.md), and who may use it.
 struct MpiStore {
@@ -78,7 +58,7 @@ MpiStore plan_mpi_store(const Options& o, const LaunchPlan& plan) {
     if (n.local) continue;
     // Under Slurm a node's name may be known to Slurm only (its NodeAddr).
     std::string host = o.launcher == "slurm" ? transport::resolve_node(n.host.host) : n.host.host;
-    std::vector<std::string> found = addresses_of(host);
+    std::vector<std::string> found = numeric_addresses(host, AF_UNSPEC);
     if (found.empty()) {
       throw std::runtime_error(
           fmt::format("host {} does not resolve here, so its ranks could not be let in: give its "
@@ -165,7 +145,7 @@ int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
   auto planner = [&](int attempt) {
     MpiJob attempt_job = job;
     attempt_job.overrides = g.overrides;
-    int port = o.master_port != 0 ? o.master_port : free_tcp_port();
+    int port = server ? server->port() : o.master_port != 0 ? o.master_port : free_tcp_port();
     if (server) {
       // A fresh key space for this attempt before any of its ranks starts: the server drops
       // the previous attempt's keys and connections (its mpirun has ended).
@@ -174,7 +154,6 @@ int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
       options.connect_timeout = std::chrono::seconds(10);
       auto c = rendezvous::Client::connect(server->endpoint(), token, options);
       c.set(rendezvous::kTorchStoreGenerationKey, std::to_string(attempt));
-      port = server->port();
     }
     for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
              {"WORLD_SIZE", std::to_string(plan.world_size)},

@@ -2,11 +2,10 @@
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,18 +68,9 @@ struct RendezvousPlan {
 // The address to serve a multi-node rendezvous on: the endpoint's own address when it is this
 // host's (so that only the job's network reaches it), else every interface, said at start.
 std::string bind_address_for(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  std::string address;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) == 0 && found != nullptr) {
-    char text[INET_ADDRSTRLEN];
-    auto* in = reinterpret_cast<sockaddr_in*>(found->ai_addr);
-    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) address = text;
-    freeaddrinfo(found);
-  }
-  if (address.empty()) return "0.0.0.0";
+  std::vector<std::string> found = numeric_addresses(host, AF_INET);
+  if (found.empty()) return "0.0.0.0";
+  const std::string& address = found.front();
   return address.rfind("127.", 0) == 0 || is_local_address(address) ? address : "0.0.0.0";
 }
 

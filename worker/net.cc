@@ -1,5 +1,6 @@
 #include "worker/net.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -110,6 +111,25 @@ bool is_local_address(const std::string& host) {
   }
   freeaddrinfo(found);
   return local;
+}
+
+std::vector<std::string> numeric_addresses(const std::string& host, int family) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::vector<std::string> out;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (inet_ntop(a->ai_family, raw, text, sizeof text) != nullptr) out.emplace_back(text);
+  }
+  freeaddrinfo(found);
+  return out;
 }
 
 bool split_endpoint(const std::string& endpoint, std::string& host, int& port) {

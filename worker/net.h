@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace mlrun {
 
@@ -20,6 +21,10 @@ namespace mlrun {
 /// The local address this node uses to reach host (a name or an address): the source address
 /// of a route to it (a UDP "connect", no packet sent). Throws std::runtime_error naming host.
 std::string local_address_toward(const std::string& host);
+
+/// Every numeric address host (a name or an address) resolves to, in getaddrinfo's order;
+/// family AF_INET for IPv4 only. Empty when it does not resolve.
+std::vector<std::string> numeric_addresses(const std::string& host, int family);
 
 /// True when host is a numeric address of one of this node's interfaces (it can be bound).
 bool is_local_address(const std::string& host);
