@@ -6,7 +6,7 @@
 #            2 workers per agent, output relayed): the tool under test
 #   mpirun   mpirun --hostfile (Open MPI over ssh), `hostname` on every slot, when installed
 #   openssh  one OpenSSH client per host, in parallel, same command
-#   wrapper  launcher/ssh.h's connect_all + RemoteCommand (tests/cluster/ssh_probe), when
+#   wrapper  transport/ssh_session.h's connect_all + RemoteCommand (tests/cluster/ssh_probe), when
 #            MLRUN_SSH_PROBE names that binary
 #
 #   bench/ssh_floor.sh SSH_FLOOR_BINARY [REPEATS]      (root; brings the cluster up and down)

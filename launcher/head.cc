@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
-#include "launcher/ssh.h"
 #include "transport/slurm_env.h"
+#include "transport/ssh_session.h"
 #include "worker/log.h"
 #include "worker/net.h"
 #include "worker/network.h"

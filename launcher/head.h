@@ -11,7 +11,7 @@
 
 #include "hostfiles/hostfile.h"
 #include "launcher/options.h"
-#include "launcher/ssh.h"
+#include "transport/ssh_session.h"
 
 namespace mlrun {
 

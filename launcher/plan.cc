@@ -16,10 +16,10 @@
 
 #include <fmt/format.h>
 
+#include "coordinator/node.h"
+#include "launcher/backend.h"
 #include "launcher/command.h"
-#include "launcher/doctor.h"
 #include "launcher/log_dir.h"
-#include "launcher/node.h"
 #include "launcher/placement.h"
 #include "transport/slurm_env.h"
 #include "worker/cgroup.h"
@@ -218,9 +218,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
     for (const auto& n : plan.hosts.nodes) plan.world_size += n.nproc;
   }
   // The same choice `mlrun doctor` explains.
-  Component nccl;
-  nccl.found = nccl_available();
-  plan.backend = choose_backend(o.backend, count_gpus(), nccl).name;
+  plan.backend = choose_backend(o.backend, count_gpus(), nccl_available()).name;
   // Nodes started one by one share nothing but their command lines: their job id is
   // torchrun's --rdzv_id (default "none"), the same on every node.
   plan.job_id = !o.rdzv_id.empty()                 ? o.rdzv_id
@@ -282,7 +280,7 @@ std::string store_line(const Options& o) {
   std::string line =
       "store: --store mlrun: mlrun's rendezvous server is PyTorch's TCPStore at "
       "MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True; no worker binds it)";
-  // mpirun starts the ranks: the launcher serves their store (launcher/mpi_launch.cc).
+  // mpirun starts the ranks: the launcher serves their store (mpi/launch.cc).
   if (o.backend == "mpi") line += "; served by this launcher, passed to every rank with mpirun -x";
   return line;
 }

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/node.h"
 #include "launcher/head.h"
-#include "launcher/node.h"
 #include "launcher/options.h"
 #include "worker/agent.h"
 #include "worker/env.h"

@@ -21,24 +21,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include "doctor/doctor.h"
 #include "launcher/command.h"
-#include "launcher/doctor.h"
 #include "launcher/head.h"
 #include "launcher/log_dir.h"
 #ifdef MLRUN_HAVE_RDZV_COMMAND
 #include "launcher/rdzv_command.h"
 #endif
-#include "launcher/mpi_launch.h"
-#include "launcher/node.h"
+#include "coordinator/node.h"
 #include "launcher/options.h"
 #include "launcher/plan.h"
 #include "launcher/signal_relay.h"
 #include "launcher/summary.h"
-#include "launcher/tree_agent.h"
+#include "mpi/launch.h"
 #include "transport/local.h"
 #include "transport/slurm.h"
 #include "transport/slurm_env.h"
 #include "transport/ssh.h"
+#include "transport/tree_agent.h"
 #include "worker/agent.h"
 #include "worker/cgroup.h"
 #include "worker/env.h"

@@ -21,7 +21,7 @@ std::string format_failure_summary(const AttemptResult& result,
                                    const std::vector<std::deque<std::string>>& stderr_tails,
                                    const SummaryContext& context);
 
-/// The summary of a failure recorded by another node (launcher/node.cc's record: JSON with
+/// The summary of a failure recorded by another node (coordinator/node.cc's record: JSON with
 /// node, host, rank, local_rank, pid, status, time, tail and error).
 std::string format_record_summary(const std::string& record);
 

@@ -1,4 +1,4 @@
-// Drives launcher/ssh.h from shell tests (tests/cluster/*.sh).
+// Drives transport/ssh_session.h from shell tests (tests/cluster/*.sh).
 //
 // Options: --timeout MS (connect timeout), --keepalive S (TCP keepalive idle seconds).
 //
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/ssh.h"
+#include "transport/ssh_session.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "launcher/tree_agent.h"
+#include "transport/tree_agent.h"
 
 #include <fmt/format.h>
 

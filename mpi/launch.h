@@ -1,4 +1,4 @@
-// --backend mpi: the job runs under Open MPI's mpirun (launcher/mpi.h builds its command line),
+// --backend mpi: the job runs under Open MPI's mpirun (mpi/mpirun.h builds its command line),
 // supervised as one process: its output re-tagged by rank, its failure summarised, restarted as
 // a whole with --max_restarts.
 #pragma once

@@ -5,7 +5,7 @@
 // doctor re-executes `mlrun [--hostfile F | -H L] [--nproc_per_node N] --no_python mlrun doctor
 // --allreduce-sweep ...`: every rank runs allreduce_sweep_command(), finds the others through the
 // job's rendezvous (Client::from_env) and runs the backend's all-reduce (out of place, float32
-// sum): Gloo's ring over TCP (GlooStore), or NCCL on the rank's GPU (launcher/sweep.h; CUDA and
+// sum): Gloo's ring over TCP (GlooStore), or NCCL on the rank's GPU (doctor/sweep.h; CUDA and
 // NCCL loaded with dlopen). Rank 0 prints the table. Each rank runs the separate program
 // mlrun-allreduce-sweep (bandwidth_main.cc), so the launcher never loads Gloo or CUDA.
 //

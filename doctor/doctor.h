@@ -15,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/bandwidth.h"
+#include "launcher/backend.h"
+
+#include "doctor/bandwidth.h"
 #include "worker/network.h"
 
 namespace mlrun {
@@ -86,11 +88,6 @@ struct PortCheck {
 /// A TCP connect to endpoint ("host:port", "[v6]:port") bounded by timeout_ms.
 PortCheck tcp_connect_test(const std::string& endpoint, int timeout_ms);
 
-struct BackendChoice {
-  std::string name;    ///< nccl, gloo or mpi.
-  std::string reason;  ///< One line: why.
-};
-
 /// One variable mlrun would set for every worker.
 struct DoctorVariable {
   std::string name;
@@ -156,10 +153,6 @@ std::vector<std::string> host_problems(const HostReport& h);
 nlohmann::json host_json(const HostReport& h);
 HostReport host_from_json(const nlohmann::json& j);
 
-/// --backend auto: NCCL where NVIDIA GPUs and NCCL are present, else Gloo; an explicit choice
-/// is kept. The reason says what decided it.
-BackendChoice choose_backend(const std::string& requested, int gpus, const Component& nccl);
-
 /// The "Model:" value of a /proc/driver/nvidia/gpus/*/information file; empty when absent.
 std::string parse_gpu_model(std::string_view information);
 
@@ -185,7 +178,7 @@ nlohmann::json doctor_json(const DoctorReport& report);
 
 /// `mlrun doctor [--json] [--hostfile F | -H LIST] ...`: prints the report; 0, 1 when any host
 /// has a problem (SSH, the rendezvous port, a flag it cannot honour), or 2 for a usage error.
-/// `--bandwidth` runs the all-reduce sweep instead (launcher/bandwidth.h), and the hidden
+/// `--bandwidth` runs the all-reduce sweep instead (doctor/bandwidth.h), and the hidden
 /// `--allreduce-sweep` is one rank of it.
 int doctor_command(const std::vector<std::string>& args);
 

@@ -1,4 +1,4 @@
-#include "launcher/ssh.h"
+#include "transport/ssh_session.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "launcher/mpi.h"
+#include "mpi/mpirun.h"
 
 #include <algorithm>
 #include <cerrno>

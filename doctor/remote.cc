@@ -29,12 +29,12 @@
 
 #include <mlrun/rendezvous.hpp>
 
+#include "doctor/doctor.h"
+#include "doctor/impl.h"
 #include "hostfiles/hostfile.h"
-#include "launcher/doctor.h"
-#include "launcher/doctor_impl.h"
 #include "launcher/head.h"
 #include "launcher/plan.h"
-#include "launcher/ssh.h"
+#include "transport/ssh_session.h"
 #include "worker/net.h"
 
 namespace mlrun {

@@ -14,9 +14,9 @@
 
 #include <mlrun/rendezvous.hpp>
 
+#include "doctor/doctor.h"
+#include "doctor/impl.h"
 #include "hostfiles/slurm_lists.h"
-#include "launcher/doctor.h"
-#include "launcher/doctor_impl.h"
 #include "launcher/plan.h"
 #include "transport/slurm.h"
 #include "transport/slurm_env.h"

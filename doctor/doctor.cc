@@ -1,8 +1,8 @@
 // The `mlrun doctor` command: its flags and usage, the report's steps (this host, then the
 // others), and --bandwidth, which launches the all-reduce sweep through mlrun. The probes, the
 // report's forms and the remote hosts live in doctor_probe.cc, doctor_report.cc and
-// doctor_remote.cc (launcher/doctor_impl.h).
-#include "launcher/doctor.h"
+// doctor_remote.cc (doctor/impl.h).
+#include "doctor/doctor.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -22,9 +22,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "doctor/bandwidth.h"
+#include "doctor/impl.h"
 #include "hostfiles/hostfile.h"
-#include "launcher/bandwidth.h"
-#include "launcher/doctor_impl.h"
 #include "launcher/options.h"
 #include "launcher/plan.h"
 #include "worker/net.h"

@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "launcher/doctor.h"
+#include "doctor/doctor.h"
 #include "worker/network.h"
 
 namespace mlrun {

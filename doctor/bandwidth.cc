@@ -1,4 +1,4 @@
-#include "launcher/bandwidth.h"
+#include "doctor/bandwidth.h"
 #include "launcher/options.h"
 
 #include <unistd.h>
@@ -19,7 +19,7 @@
 #ifdef MLRUN_SWEEP_PROGRAM
 #include <mlrun/rendezvous.hpp>
 
-#include "launcher/sweep.h"
+#include "doctor/sweep.h"
 #endif
 
 #ifdef MLRUN_HAVE_GLOO_SWEEP

@@ -1,5 +1,5 @@
-# `mlrun doctor --bandwidth` (launcher/bandwidth.{h,cc}), included at the end of
-# launcher/CMakeLists.txt. The launcher gets the pure parts (options, table, verdict); each rank
+# `mlrun doctor --bandwidth` (launcher/bandwidth.{h,cc}), included from
+# doctor/CMakeLists.txt. The launcher gets the pure parts (options, table, verdict); each rank
 # of the sweep runs mlrun-allreduce-sweep, placed next to mlrun: the NCCL path always (it loads
 # CUDA and NCCL with dlopen, so no CUDA is needed to build it), the Gloo path where Gloo is
 # (rendezvous/CMakeLists.txt makes mlrun_rendezvous_gloo where libgloo-dev is installed). Neither
@@ -8,7 +8,7 @@ target_sources(mlrun_launcher PRIVATE ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc)
 add_executable(mlrun_allreduce_sweep ${CMAKE_CURRENT_LIST_DIR}/bandwidth_main.cc
                                      ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc
                                      ${CMAKE_CURRENT_LIST_DIR}/nccl_sweep.cc
-                                     ${CMAKE_CURRENT_LIST_DIR}/options.cc)
+                                     ${PROJECT_SOURCE_DIR}/launcher/options.cc)
 target_compile_definitions(mlrun_allreduce_sweep PRIVATE MLRUN_SWEEP_PROGRAM)
 target_include_directories(mlrun_allreduce_sweep PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(mlrun_allreduce_sweep

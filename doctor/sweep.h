@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/bandwidth.h"
+#include "doctor/bandwidth.h"
 
 namespace mlrun {
 

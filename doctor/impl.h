@@ -1,10 +1,11 @@
 // `mlrun doctor`'s insides, shared by its source files (internal, not installed):
-//   doctor.cc         the command: its flags, the report's steps, and --bandwidth's launch
-//   doctor_probe.cc   this host's probes (GPUs, NCCL, Gloo, Open MPI, PyTorch) and what the
-//                     launcher would choose here
-//   doctor_report.cc  the report as text and as JSON, and a remote host's JSON read back
-//   doctor_remote.cc  other hosts over SSH within one bound, the rendezvous-port connect test,
-//                     and a remote probe's stdin lifeline
+//   doctor.cc  the command: its flags, the report's steps, and --bandwidth's launch
+//   probe.cc   this host's probes (GPUs, NCCL, Gloo, Open MPI, PyTorch) and what the
+//              launcher would choose here
+//   report.cc  the report as text and as JSON, and a remote host's JSON read back
+//   remote.cc  other hosts over SSH within one bound, the rendezvous-port connect test,
+//              and a remote probe's stdin lifeline
+//   slurm.cc   inside a Slurm allocation: the job, its nodes, the per-node probes through srun
 #pragma once
 
 #include <sys/types.h>
@@ -15,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "doctor/doctor.h"
 #include "hostfiles/hostfile.h"
-#include "launcher/doctor.h"
 
 #include "transport/slurm_env.h"
 

@@ -1,4 +1,4 @@
-#include "launcher/node.h"
+#include "coordinator/node.h"
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 

@@ -1,4 +1,4 @@
-#include "launcher/mpi_launch.h"
+#include "mpi/launch.h"
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 
@@ -15,8 +15,8 @@
 #include <boost/asio/io_context.hpp>
 #include <mlrun/rendezvous.hpp>
 
-#include "launcher/mpi.h"
 #include "launcher/summary.h"
+#include "mpi/mpirun.h"
 #include "transport/slurm_env.h"
 #include "worker/cgroup.h"
 #include "worker/hardware.h"

@@ -1,5 +1,5 @@
-#include "launcher/bandwidth.h"
-#include "launcher/sweep.h"
+#include "doctor/bandwidth.h"
+#include "doctor/sweep.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "launcher/doctor.h"
+#include "doctor/doctor.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -44,17 +44,17 @@ TEST(ParseDoctorArgs, EveryErrorIsReported) {
 TEST(ChooseBackend, AutoPicksNcclOnlyWithGpusAndNccl) {
   Component nccl{true, true, "2.28.9", "/usr/lib/libnccl.so.2", "dlopen", ""};
   Component none;
-  auto b = choose_backend("auto", 8, nccl);
+  auto b = choose_backend("auto", 8, nccl.found, nccl.version);
   EXPECT_EQ(b.name, "nccl");
   EXPECT_THAT(b.reason, HasSubstr("8 NVIDIA GPUs and NCCL 2.28.9"));
-  b = choose_backend("auto", 0, nccl);
+  b = choose_backend("auto", 0, nccl.found, nccl.version);
   EXPECT_EQ(b.name, "gloo");
   EXPECT_THAT(b.reason, HasSubstr("no NVIDIA GPU"));
-  b = choose_backend("auto", 2, none);
+  b = choose_backend("auto", 2, none.found, none.version);
   EXPECT_EQ(b.name, "gloo");
   EXPECT_THAT(b.reason, HasSubstr("no NCCL"));
-  EXPECT_EQ(choose_backend("auto", 0, none).name, "gloo");
-  b = choose_backend("mpi", 8, nccl);
+  EXPECT_EQ(choose_backend("auto", 0, none.found, none.version).name, "gloo");
+  b = choose_backend("mpi", 8, nccl.found, nccl.version);
   EXPECT_EQ(b.name, "mpi");
   EXPECT_THAT(b.reason, HasSubstr("--backend mpi"));
 }
@@ -139,7 +139,7 @@ DoctorReport sample_report() {
   eth.addresses.push_back(a);
   h.interfaces = {lo, eth};
   h.iface = {"eth0", "eth0: the fastest usable interface (10 Gb/s)", ""};
-  h.backend = choose_backend("auto", 0, h.nccl);
+  h.backend = choose_backend("auto", 0, h.nccl.found, h.nccl.version);
   h.variables = doctor_variables("gloo", network_variables("eth0", false), {"NCCL_IB_DISABLE=0"});
   DoctorReport r;
   r.hosts.push_back(h);

@@ -1,6 +1,6 @@
-// Unit tests of launcher/ssh.h that need no remote host; the real ones run on the namespace
-// cluster (tests/cluster/).
-#include "launcher/ssh.h"
+// Unit tests of transport/ssh_session.h that need no remote host; the real ones run on the
+// namespace cluster (tests/cluster/).
+#include "transport/ssh_session.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -23,9 +23,9 @@
 
 #include <fmt/format.h>
 
-#include "launcher/bandwidth.h"
-#include "launcher/doctor.h"
-#include "launcher/doctor_impl.h"
+#include "doctor/bandwidth.h"
+#include "doctor/doctor.h"
+#include "doctor/impl.h"
 #include "worker/cgroup.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
@@ -232,17 +232,6 @@ Component probe_torch(double timeout) {
 
 }  // namespace
 
-BackendChoice choose_backend(const std::string& requested, int gpus, const Component& nccl) {
-  if (requested != "auto") return {requested, fmt::format("--backend {} was given", requested)};
-  if (gpus > 0 && nccl.found) {
-    return {"nccl", fmt::format("{} NVIDIA GPU{} and NCCL{} found", gpus, gpus == 1 ? "" : "s",
-                                nccl.version.empty() ? "" : " " + nccl.version)};
-  }
-  if (gpus > 0) return {"gloo", fmt::format("{} NVIDIA GPU(s) but no NCCL (libnccl.so.2)", gpus)};
-  if (nccl.found) return {"gloo", "no NVIDIA GPU (NCCL is installed but needs one)"};
-  return {"gloo", "no NVIDIA GPU and no NCCL"};
-}
-
 std::string parse_gpu_model(std::string_view information) {
   std::size_t pos = 0;
   while (pos < information.size()) {
@@ -332,7 +321,7 @@ HostReport probe_local_host(const DoctorOptions& o) {
   } else {
     h.iface = {o.iface, fmt::format("{}: chosen with --iface", o.iface), {}};
   }
-  h.backend = choose_backend(o.backend, h.gpus.visible, h.nccl);
+  h.backend = choose_backend(o.backend, h.gpus.visible, h.nccl.found, h.nccl.version);
   h.variables = doctor_variables(h.backend.name,
                                  network_variables(h.iface.name, h.infiniband, h.iface.subnet),
                                  Environment::current().entries());

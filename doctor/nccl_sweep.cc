@@ -1,4 +1,4 @@
-// NCCL's all-reduce for `mlrun doctor --bandwidth --backend nccl` (launcher/sweep.h).
+// NCCL's all-reduce for `mlrun doctor --bandwidth --backend nccl` (doctor/sweep.h).
 //
 // No CUDA at build time: the CUDA runtime and NCCL are loaded with dlopen and only the entry
 // points used here are declared, with the C types of cuda_runtime_api.h and nccl.h. Those are
@@ -6,7 +6,7 @@
 // by value), and the constants below are their documented values.
 //
 // Not yet run on a GPU (docs/backends.md): tools/gpu-check.sh is the first run to make on one.
-#include "launcher/sweep.h"
+#include "doctor/sweep.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

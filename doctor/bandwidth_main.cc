@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/bandwidth.h"
+#include "doctor/bandwidth.h"
 
 int main(int argc, char** argv) {
   return mlrun::allreduce_sweep_command(std::vector<std::string>(argv + 1, argv + argc));
