@@ -1,0 +1,193 @@
+#include "coordinator/coordinator.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "coordinator/keys.h"
+#include "worker/net.h"
+
+namespace mlrun::coordinator {
+namespace {
+
+rdzv::ClientOptions client_options_for(const NodeJob& job) {
+  rdzv::ClientOptions options;
+  options.job_id = job.job_id;
+  options.timeout = job.join_timeout;
+  return options;
+}
+
+// "host#1a2b3c4d": this node's identity across rounds, new for every mlrun process.
+std::string make_member_id(const std::string& host) {
+  std::random_device rd;
+  return fmt::format("{}#{:08x}", host.empty() ? host_name() : host, rd());
+}
+
+// Elastic: rounds are not the supervisor's restarts; the coordinator counts restarts and ends
+// the job itself.
+SupervisorConfig supervisor_config(const NodeJob& job) {
+  return SupervisorConfig{job.elastic() ? INT_MAX : job.max_restarts, job.grace,
+                          /*settled_elsewhere=*/true};
+}
+
+}  // namespace
+
+NodeCoordinator::NodeCoordinator(const NodeJob& job, const NodeHooks& hooks,
+                                 ProcessSpawner& spawner, RendezvousConnector& rendezvous,
+                                 Lifeline& lifeline)
+    : job_(job),
+      hooks_(hooks),
+      rendezvous_(rendezvous),
+      elastic_(job.elastic()),
+      member_(elastic_ ? make_member_id(job.host) : std::string()),
+      client_options_(client_options_for(job)),
+      control_(rendezvous.connect(client_options_)),
+      join_(make_join_strategy(job, rendezvous, client_options_, member_)),
+      base_(Environment::current()),
+      signal_origin_(make_signal_origin()),
+      node_rank_(job.node_rank),
+      nnodes_(job.nnodes) {
+  // Heartbeats go from a timer on the event loop, so a node whose loop stops (SIGSTOP, D state)
+  // stops them while its connections stay open. Elastic: they keep this node in the rounds, and
+  // the connection is the node's lifeline on the server (its close loses the node at once).
+  // Fixed-size: node heartbeats, from the first join on; the server aborts the job naming a
+  // node silent for heartbeat_timeout.
+  if (job.nnodes > 1) {
+    rdzv::ClientOptions beat_options = client_options_;
+    beat_options.timeout = job.heartbeat_timeout;
+    beat_.emplace(rendezvous.connect(beat_options));
+    if (elastic_) beat_->heartbeat(kElasticGroup, member_);
+  }
+  agent_ = std::make_unique<Agent>(io_, spawner, lifeline, nullptr, supervisor_config(job),
+                                   make_callbacks(), job.signals);
+  // A forwarded signal the head publishes comes back to this node's workers (a node it started).
+  if (job.watch_signals && job.nnodes > 1) {
+    signal_watcher_.emplace(job.endpoint, job.token, job.job_id, signal_origin_, [this](int sig) {
+      post([sig](Supervisor& s) { s.forward_signal(sig); });
+    });
+  }
+}
+
+NodeCoordinator::~NodeCoordinator() {
+  if (coordinator_.joinable()) coordinator_.join();
+}
+
+AgentCallbacks NodeCoordinator::make_callbacks() {
+  AgentCallbacks callbacks;
+  callbacks.routes = hooks_.routes;
+  callbacks.on_first_failure = [this](const WorkerState& w, const std::deque<std::string>& tail) {
+    publish_failure(w, tail);
+  };
+  callbacks.on_attempt_ended = [this](const AttemptResult& r, const auto&) { report_result(r); };
+  callbacks.on_attempt_end = [this](const AttemptResult& r, bool restarting,
+                                    const std::vector<std::deque<std::string>>& tails) {
+    print_attempt_end(r, restarting, tails);
+  };
+  callbacks.on_signal = [this](int sig) { on_signal(sig); };
+  callbacks.on_forwarded_signal = [this](int sig) { on_forwarded_signal(sig); };
+  return callbacks;
+}
+
+void NodeCoordinator::post(std::function<void(Supervisor&)> fn) {
+  agent_->post(std::move(fn));
+}
+
+void NodeCoordinator::deliver_signal(int sig) {
+  post([this, sig](Supervisor& s) {
+    s.on_signal(sig);
+    on_signal(sig);
+  });
+}
+
+void NodeCoordinator::publish_abort(const std::string& reason) {
+  try {
+    control_.abort(reason);
+  } catch (const rdzv::Error&) {
+    // Already aborted, or the server is gone: either way the others learn of it.
+  }
+}
+
+void NodeCoordinator::abort_here(std::string message, int code) {
+  post([this, message = std::move(message), code](Supervisor& s) {
+    // The abort this node published for its own signal comes back: the signal already stops
+    // the workers, and its exit code (128 + the signal) stands.
+    if (interrupt_published_) return;
+    aborting_ = true;
+    abort_message_ = message;
+    s.abort(code);
+  });
+}
+
+NodeOutcome NodeCoordinator::run(int lifeline_fd) {
+  // The coordinator: joins each attempt, waits for its end or a failure anywhere, and settles
+  // it with every node's result. Only this thread blocks on the rendezvous.
+  coordinator_ = std::thread([this] { coordinate(); });
+  if (lifeline_fd >= 0) {
+    lifeline_stream_.emplace(io_, dup(lifeline_fd));
+    watch_lifeline();
+  }
+  if (beat_) arm_tick();
+
+  // This node's workers, attempt after attempt, until the job's end.
+  int code = agent_->run();
+  tick_.cancel();
+  // Fixed-size: this node is done, not hung; closing the heartbeats' connection ends the
+  // server's watch over it (the node may wait below for the others a while).
+  if (!elastic_) beat_.reset();
+  if (signal_watcher_) signal_watcher_->stop(&control_, std::chrono::seconds(2));
+  wait_for_coordinator(code);
+  wait_for_every_node();
+
+  NodeOutcome outcome{code, {}, aborting_ ? abort_message_ : std::string()};
+  if (verdict_.failed && !verdict_.record.empty()) {
+    try {
+      outcome.failure = FailureRecord::decode(verdict_.record);
+    } catch (const RecordError&) {
+      // The code stands; there is no record to name.
+    }
+  }
+  return outcome;
+}
+
+// Tells the job why this node gave up, and waits (bounded) for the coordinator thread.
+void NodeCoordinator::wait_for_coordinator(int code) {
+  auto finished = coordinator_done_.get_future();
+  if (parent_gone_ && !job_.tree_parent.empty()) {
+    // The parent's own parent reports its loss, naming every agent that went with it: that is
+    // the job's reason, and this node's word only follows it (or stands in for it, after a bound).
+    finished.wait_for(std::chrono::seconds(5));
+  }
+  if (aborting_ && !lost_here_ && abort_message_.rfind("job aborted:", 0) != 0) {
+    // This node gave up (its rendezvous failed, or its head is gone): tell every node.
+    publish_abort(fmt::format("node {} ({}): {}", node_rank_, job_.host, abort_message_));
+  }
+  if (aborting_ && job_.print_summary) fmt::print(stderr, "mlrun: {}\n", abort_message_);
+  // The coordinator wakes from the abort or the verdict. A server that vanished without a
+  // word would leave it blocked: give it a bound, then leave without it (docs/coding-guidelines.md
+  // item 8). A node that left waits for nobody: the others settle the round without it.
+  if (finished.wait_for(std::chrono::seconds(leaving_ ? 1 : 10)) == std::future_status::ready) {
+    coordinator_.join();
+  } else {
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+}
+
+// No node leaves before every node is done with the rendezvous: the node that serves it (node
+// 0, or the endpoint's owner) would otherwise take it down while another node still reports its
+// result. Bounded, so a node that is gone holds nobody; an aborted job fails at once.
+void NodeCoordinator::wait_for_every_node() {
+  if (nnodes_ <= 1 || node_rank_ < 0 || leaving_) return;
+  try {
+    control_.set(done_key(node_rank_), "1");
+    std::vector<std::string> done;
+    for (int n = 0; n < nnodes_; ++n) done.push_back(done_key(n));
+    control_.wait(done, std::chrono::seconds(10));
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace mlrun::coordinator
