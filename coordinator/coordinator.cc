@@ -171,8 +171,7 @@ void NodeCoordinator::wait_for_coordinator(int code) {
   if (finished.wait_for(std::chrono::seconds(leaving_ ? 1 : 10)) == std::future_status::ready) {
     coordinator_.join();
   } else {
-    std::fflush(nullptr);
-    std::_Exit(code);
+    leave_stuck_(code);
   }
 }
 

@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <memory>
@@ -60,6 +62,13 @@ class NodeCoordinator {
   /// A stop signal reached this node: what the Agent does for one of job.signals.stop (passes it
   /// to the workers, then on_signal). For a caller that watches signals itself. Any thread.
   void deliver_signal(int sig);
+  /// What happens when the coordinator thread is still blocked 10 s after this node's workers
+  /// ended (a server that vanished without a word): by default the process leaves with the
+  /// job's code (docs/coding-guidelines.md item 8), since the thread cannot be unwound. A test
+  /// makes that a failure instead. leave must not return. Call before run().
+  void on_stuck_coordinator(std::function<void(int code)> leave) {
+    leave_stuck_ = std::move(leave);
+  }
   /// Runs fn on the loop with this node's supervisor. A spawner whose processes are not this
   /// process's children (a fake) reports their exits here (Supervisor::on_exit). Any thread.
   void post(std::function<void(Supervisor&)> fn);
@@ -144,6 +153,10 @@ class NodeCoordinator {
 
   // The coordinator thread and its end.
   std::thread coordinator_;
+  std::function<void(int code)> leave_stuck_ = [](int code) {
+    std::fflush(nullptr);
+    std::_Exit(code);
+  };
   std::promise<void> coordinator_done_;
   // The head's lifeline (an agent's stdin) and the heartbeat tick.
   bool parent_gone_ = false;
