@@ -145,10 +145,9 @@ class LocalTransport : public Transport {
     std::vector<RemoteAgents::Agent> agents;
     std::vector<std::string> payloads;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-      nlohmann::json payload = agent_description(job, nodes, static_cast<int>(i));
-      payload["token"] = job.token;  // On stdin, never on the command line.
-      agents.push_back(
-          {nodes[i].node_rank, fmt::format("{} agent", self_path()), payload.dump() + "\n"});
+      // With the token: on stdin, never on the command line.
+      std::string payload = encode_agent_job(job_for_node(job, {nodes[i], {}}, ""));
+      agents.push_back({nodes[i].node_rank, fmt::format("{} agent", self_path()), payload + "\n"});
     }
     auto spawner = std::shared_ptr<ProcessSpawner>(make_posix_spawner());
     auto hosts = hosts_;

@@ -48,7 +48,7 @@ class SlurmTransport : public Transport {
     Environment env = Environment::current();
     // The token and the job reach every agent in srun's environment (--export=ALL), never argv.
     env.set("MLRUN_RDZV_TOKEN", job.token);
-    env.set("MLRUN_AGENT_JOB", agent_description(job, nodes, -1).dump());
+    env.set("MLRUN_AGENT_JOB", encode_agent_job(every_node_job(job, nodes)));
     SpawnRequest request{srun_argv(srun_, nodes, {self_path(), "agent"}), env.entries(), {}};
     // srun leads its own process group, so a Ctrl-C at the terminal reaches mlrun only (srun
     // would turn SIGINT into SIGKILL of every agent); it dies with mlrun by SIGTERM, which srun
@@ -261,6 +261,14 @@ std::unique_ptr<Transport> make_slurm_transport(std::vector<std::string>& errors
     return nullptr;
   }
   return std::make_unique<SlurmTransport>(std::move(srun));
+}
+
+AgentJob every_node_job(const AgentJob& job, const std::vector<AgentNode>& nodes) {
+  AgentJob out = job;
+  out.token.clear();
+  out.node_rank = -1;
+  out.nodes = nodes;
+  return out;
 }
 
 }  // namespace mlrun::transport

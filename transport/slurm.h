@@ -44,4 +44,8 @@ std::unique_ptr<Transport> make_slurm_transport(std::vector<std::string>& errors
 std::vector<std::string> srun_argv(const std::string& srun, const std::vector<AgentNode>& nodes,
                                    const std::vector<std::string>& agent);
 
+/// The one record every agent of the step is handed in MLRUN_AGENT_JOB: every node, each agent
+/// finds its own; without the token, which travels in MLRUN_RDZV_TOKEN.
+AgentJob every_node_job(const AgentJob& job, const std::vector<AgentNode>& nodes);
+
 }  // namespace mlrun::transport

@@ -213,11 +213,15 @@ TEST(SlurmTransport, AgentDescriptionHasNoToken) {
   job.token = "secret-token";
   job.port = 1234;
   std::vector<AgentNode> nodes = {{0, "sn01", "", 0, 0}, {1, "sn02", "", 0, 2}};
-  auto j = agent_description(job, nodes, -1);
-  EXPECT_EQ(j.dump().find("secret-token"), std::string::npos);
-  EXPECT_EQ(j["nodes"][1]["host"], "sn02");
-  EXPECT_EQ(j["nodes"][1]["nproc"], 2);
-  EXPECT_EQ(j["port"], 1234);
+  std::string text = encode_agent_job(every_node_job(job, nodes));
+  EXPECT_EQ(text.find("secret-token"), std::string::npos);
+  AgentJob back = decode_agent_job(text);
+  EXPECT_EQ(back.token, "");
+  EXPECT_EQ(back.node_rank, -1);
+  ASSERT_EQ(back.nodes.size(), 2u);
+  EXPECT_EQ(back.nodes[1].host, "sn02");
+  EXPECT_EQ(back.nodes[1].nproc, 2);
+  EXPECT_EQ(back.port, 1234);
 }
 
 }  // namespace

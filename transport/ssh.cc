@@ -32,20 +32,12 @@ std::string SshSubtree::local_address() const {
   return agents_->local_address();
 }
 
-void SshSubtree::start(const nlohmann::json& description, const std::string& parent,
-                       LostCallback on_lost) {
+void SshSubtree::start(const AgentJob& job, const std::string& parent, LostCallback on_lost) {
   std::vector<RemoteAgents::Agent> agents;
   for (const auto& c : children_) {
-    nlohmann::json payload = description;  // With the token: on stdin, never on the command line.
-    payload.erase("nodes");
-    payload.erase("children");
-    payload["node_rank"] = c.node.node_rank;
-    payload["nproc"] = c.node.nproc;
-    payload["gpus"] = c.node.gpus;
-    if (!c.children.empty()) payload["children"] = tree_to_json(c.children);
-    if (!parent.empty()) payload["parent"] = parent;
+    // With the token: on stdin, never on the command line.
     agents.push_back({c.node.node_rank, fmt::format("exec {} agent", shell_quote(self_path())),
-                      payload.dump() + "\n"});
+                      encode_agent_job(job_for_node(job, c, parent)) + "\n"});
   }
   // A lost child takes its own children's connections with it: the reason names them.
   std::vector<std::pair<int, std::string>> below;
@@ -77,9 +69,7 @@ class SshTransport : public Transport {
   void start(const AgentJob& job, const std::vector<AgentNode>& nodes,
              LostCallback on_lost) override {
     if (nodes.empty()) return;
-    nlohmann::json description = agent_description(job, nodes, 0);
-    description["token"] = job.token;
-    children_->start(description, "", std::move(on_lost));
+    children_->start(job, "", std::move(on_lost));
   }
 
   void finish(std::chrono::milliseconds bound) override { children_->finish(bound); }

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "transport/transport.h"
 #include "transport/tree.h"
 
@@ -22,7 +20,8 @@ namespace mlrun::transport {
 
 /// The agents one node of the launch tree starts over SSH: the head's children, or an interior
 /// agent's. Each child is handed the same job description with its own node and its own subtree
-/// ("children"); a child lost is reported with the agents it started named (describe_subtree).
+/// (AgentJob::children); a child lost is reported with the agents it started named
+/// (describe_subtree).
 class SshSubtree {
  public:
   /// Connects to every child at once. On any failure returns nullptr with one line per
@@ -33,9 +32,9 @@ class SshSubtree {
   ~SshSubtree();
   /// This machine's address as the first child sees it.
   std::string local_address() const;
-  /// Starts every child's agent: description is an agent's job description with the token
-  /// (agent_description); parent, when not empty, names this host to the children.
-  void start(const nlohmann::json& description, const std::string& parent, LostCallback on_lost);
+  /// Starts every child's agent with job (with the token) as that child is handed it
+  /// (job_for_node); parent, when not empty, names this host to the children.
+  void start(const AgentJob& job, const std::string& parent, LostCallback on_lost);
   /// As Transport::finish.
   void finish(std::chrono::milliseconds bound);
 

@@ -11,50 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "transport/agent_job.h"
 
 namespace mlrun::transport {
-
-/// One node that gets an agent.
-struct AgentNode {
-  int node_rank = 0;
-  std::string host;  ///< The name the transport reaches it by (SSH target, Slurm node name).
-  std::string user;  ///< SSH only: user@ of the hostfile; empty: SSH's default.
-  int port = 0;      ///< SSH only: port= of the hostfile; 0: SSH's default.
-  int nproc = 0;     ///< Workers to start; 0: as many as the node has GPUs, else 1.
-  /// GPU indices for its workers (--include host:2,3, --num_gpus), local rank order; empty:
-  /// whatever the node's CUDA_VISIBLE_DEVICES says.
-  std::vector<int> gpus;
-};
-
-/// The job every agent is handed. The token never goes into any process's argv: each transport
-/// hands it over on the agent's stdin (SSH) or in its environment (Slurm).
-struct AgentJob {
-  std::string endpoint;  ///< The head's rendezvous, "host:port"; see Transport::head_address.
-  int port = 0;          ///< Its port.
-  std::string token;
-  std::string job_id;
-  int nnodes = 0;
-  std::string cwd;
-  /// PATH, LD_LIBRARY_PATH and PYTHON as the head has them.
-  std::vector<std::pair<std::string, std::string>> env;
-  /// The agent's mlrun options, "--", the program and its arguments.
-  std::vector<std::string> args;
-  /// Each agent's grace period between SIGTERM and SIGKILL of its workers; 0: its own option.
-  std::chrono::milliseconds grace{0};
-  /// Each node's heartbeats (docs/multinode.md, "Lifelines"): how often, and the silence after
-  /// which the server aborts the job naming the node. 0: the agent's defaults.
-  std::chrono::milliseconds heartbeat_interval{0};
-  std::chrono::milliseconds heartbeat_timeout{0};
-  /// The head's log level ("info"), for the agents' own log lines (worker/log.h).
-  std::string log_level = "warning";
-};
-
-/// The JSON description an agent reads (`mlrun agent`): job without the token; node_rank and
-/// nproc of one node, or, with node < 0, the list of every node's name and worker count (the
-/// agent finds its own).
-nlohmann::json agent_description(const AgentJob& job, const std::vector<AgentNode>& nodes,
-                                 int node);
 
 /// An agent that ended before the job was over: its node (-1 when no single node is known), the
 /// node's host, and why.

@@ -56,32 +56,4 @@ std::string describe_subtree(const TreeNode& t) {
                      count == 1 ? "" : "s", subtree_list(t));
 }
 
-nlohmann::json tree_to_json(const std::vector<TreeNode>& children) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& c : children) {
-    nlohmann::json j = {{"node_rank", c.node.node_rank}, {"host", c.node.host},
-                        {"user", c.node.user},           {"port", c.node.port},
-                        {"nproc", c.node.nproc},         {"gpus", c.node.gpus}};
-    if (!c.children.empty()) j["children"] = tree_to_json(c.children);
-    list.push_back(std::move(j));
-  }
-  return list;
-}
-
-std::vector<TreeNode> tree_from_json(const nlohmann::json& children) {
-  std::vector<TreeNode> out;
-  for (const auto& j : children) {
-    TreeNode t;
-    t.node.node_rank = j.at("node_rank").get<int>();
-    t.node.host = j.at("host").get<std::string>();
-    t.node.user = j.value("user", std::string());
-    t.node.port = j.value("port", 0);
-    t.node.nproc = j.at("nproc").get<int>();
-    t.node.gpus = j.value("gpus", std::vector<int>());
-    if (j.contains("children")) t.children = tree_from_json(j.at("children"));
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 }  // namespace mlrun::transport

@@ -8,17 +8,9 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "transport/transport.h"
+#include "transport/agent_job.h"
 
 namespace mlrun::transport {
-
-/// One node of the launch tree and the nodes its agent starts.
-struct TreeNode {
-  AgentNode node;
-  std::vector<TreeNode> children;
-};
 
 /// The head's children: a radix tree of the given width over nodes in their order, breadth
 /// first (Open MPI's layout): nodes 0..width-1 are the head's, node i's are nodes
@@ -38,10 +30,5 @@ std::string subtree_list(const TreeNode& t);
 /// What a lost interior node takes with it, for the job's abort reason: "" for a leaf, else
 /// "; the N agents it started went with it: host7 (node 6), ...".
 std::string describe_subtree(const TreeNode& t);
-
-/// The children as an agent's job description carries them ("children"), and back. from_json
-/// throws std::exception on a malformed list.
-nlohmann::json tree_to_json(const std::vector<TreeNode>& children);
-std::vector<TreeNode> tree_from_json(const nlohmann::json& children);
 
 }  // namespace mlrun::transport

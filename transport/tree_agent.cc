@@ -11,13 +11,12 @@ namespace mlrun {
 namespace {
 
 // Aborts the job on its rendezvous; a job already aborted, or a server gone, needs nothing more.
-void abort_job(const nlohmann::json& d, const std::string& reason) {
+void abort_job(const transport::AgentJob& job, const std::string& reason) {
   try {
     rendezvous::ClientOptions options;
-    options.job_id = d.at("job_id").get<std::string>();
+    options.job_id = job.job_id;
     options.connect_timeout = std::chrono::seconds(10);
-    auto client = rendezvous::Client::connect(d.at("endpoint").get<std::string>(),
-                                              d.at("token").get<std::string>(), options);
+    auto client = rendezvous::Client::connect(job.endpoint, job.token, options);
     client.abort(reason);
   } catch (const std::exception& e) {
     log::debug("tree: cannot abort the job ({}): {}", reason, e.what());
@@ -30,9 +29,8 @@ std::string lost_reason(int node_rank, const std::string& host, const std::strin
   return node_rank < 0 ? why : fmt::format("node {} ({}) lost: {}", node_rank, host, why);
 }
 
-std::unique_ptr<transport::SshSubtree> start_children(const nlohmann::json& description) {
-  if (!description.contains("children")) return nullptr;
-  auto children = transport::tree_from_json(description.at("children"));
+std::unique_ptr<transport::SshSubtree> start_children(const transport::AgentJob& job) {
+  auto children = job.children;
   if (children.empty()) return nullptr;
   const std::string here = host_name();
   std::vector<std::string> errors;
@@ -53,13 +51,12 @@ std::unique_ptr<transport::SshSubtree> start_children(const nlohmann::json& desc
       }
       parts.push_back(std::move(part));
     }
-    abort_job(description, fmt::format("cannot start every agent: {}", fmt::join(parts, "; ")));
+    abort_job(job, fmt::format("cannot start every agent: {}", fmt::join(parts, "; ")));
     return nullptr;
   }
-  subtree->start(description, here,
-                 [description](int node_rank, const std::string& host, const std::string& why) {
-                   abort_job(description, lost_reason(node_rank, host, why));
-                 });
+  subtree->start(job, here, [job](int node_rank, const std::string& host, const std::string& why) {
+    abort_job(job, lost_reason(node_rank, host, why));
+  });
   return subtree;
 }
 

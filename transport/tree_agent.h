@@ -9,16 +9,14 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "transport/ssh.h"
 
 namespace mlrun {
 
-/// Starts the children that description ("children") lists; nullptr when it lists none. Never
+/// Starts the children that job lists (AgentJob::children); nullptr when it lists none. Never
 /// throws for a remote failure: an unreachable child aborts the job (nothing of the subtree is
 /// started) and nullptr is returned.
-std::unique_ptr<transport::SshSubtree> start_children(const nlohmann::json& description);
+std::unique_ptr<transport::SshSubtree> start_children(const transport::AgentJob& job);
 
 /// The reason a lost agent's job is aborted with, at the head and in the tree alike.
 std::string lost_reason(int node_rank, const std::string& host, const std::string& why);

@@ -68,21 +68,5 @@ TEST(LaunchTree, ALostInteriorNodeNamesEveryNodeBelowIt) {
   EXPECT_EQ(subtree_list(roots[0]).rfind("host6 (node 5), host7 (node 6)", 0), 0u);
 }
 
-TEST(LaunchTree, JsonRoundTrip) {
-  auto n = nodes(7);
-  n[5].user = "me";
-  n[5].port = 2222;
-  n[5].gpus = {2, 3};
-  auto roots = plan_tree(n, 2);
-  auto back = tree_from_json(tree_to_json(roots));
-  EXPECT_EQ(tree_to_json(back), tree_to_json(roots));
-  ASSERT_EQ(back.size(), 2u);
-  const auto& deep = back[1].children[1];  // node index 5: child 1 of node index 1
-  EXPECT_EQ(deep.node.user, "me");
-  EXPECT_EQ(deep.node.port, 2222);
-  EXPECT_EQ(deep.node.gpus, (std::vector<int>{2, 3}));
-  EXPECT_THROW(tree_from_json(nlohmann::json::parse(R"([{"host": "x"}])")), std::exception);
-}
-
 }  // namespace
 }  // namespace mlrun::transport

@@ -1,0 +1,181 @@
+#include "launcher/agent_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "launcher/this_node.h"
+#include "transport/agent_job.h"
+#include "transport/slurm.h"
+#include "transport/slurm_env.h"
+#include "transport/tree_agent.h"
+#include "worker/hardware.h"
+#include "worker/log.h"
+#include "worker/net.h"
+#include "worker/signals.h"
+
+namespace mlrun {
+namespace {
+
+// An SSH agent's job: one JSON line on stdin, read byte by byte, since nothing past it may be
+// consumed: stdin stays open as the head's lifeline.
+std::string read_job_line() {
+  std::string line;
+  char c;
+  while (line.size() < (1u << 20)) {
+    ssize_t n = read(STDIN_FILENO, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') break;
+    line += c;
+  }
+  return line;
+}
+
+// A Slurm agent's place in the job: its node among the job's nodes (by the name slurmd runs as),
+// and the head's rendezvous at the address srun ran at.
+void place_slurm_agent(transport::AgentJob& record) {
+  const char* name = std::getenv("SLURMD_NODENAME");
+  const char* head = std::getenv("SLURM_LAUNCH_NODE_IPADDR");
+  if (name == nullptr || head == nullptr) {
+    throw std::runtime_error(
+        "SLURMD_NODENAME or SLURM_LAUNCH_NODE_IPADDR is not set: not a task "
+        "of an srun step");
+  }
+  for (const auto& n : record.nodes) {
+    if (n.host != name) continue;
+    record.node_rank = n.node_rank;
+    record.nproc = n.nproc;
+    record.gpus = n.gpus;
+  }
+  if (record.node_rank < 0) {
+    throw std::runtime_error(fmt::format("{} is not a node of the job", name));
+  }
+  record.endpoint = make_endpoint(head, record.port);
+  const char* token = std::getenv("MLRUN_RDZV_TOKEN");
+  record.token = token != nullptr ? token : "";
+}
+
+// The job this agent is handed, this node's place in it found, and the head's environment,
+// log level and directory taken on. Throws std::exception on a bad record.
+transport::AgentJob take_agent_job(const std::string& text, bool slurm) {
+  transport::AgentJob record = transport::decode_agent_job(text);
+  if (slurm) {
+    place_slurm_agent(record);
+  } else if (record.node_rank < 0) {
+    throw transport::AgentJobError("field node_rank: missing");
+  }
+  for (const auto& [name, value] : record.env) setenv(name.c_str(), value.c_str(), 1);
+  // The head's level, whichever way it was chosen; the agent's lines reach the head's stderr
+  // through its relay, tagged with this host's name.
+  if (auto level = log::parse_level(record.log_level)) log::init(*level, host_name());
+  if (chdir(record.cwd.c_str()) != 0) {
+    fmt::print(stderr, "mlrun: warning: {}: cannot enter {} ({}); running in {}\n", host_name(),
+               record.cwd, std::strerror(errno), getenv("HOME") ? getenv("HOME") : "/");
+  }
+  return record;
+}
+
+// This node's part of the job as the node coordinator takes it.
+NodeJob node_job_of(const transport::AgentJob& record) {
+  NodeJob job;
+  job.endpoint = record.endpoint;
+  job.token = record.token;
+  job.job_id = record.job_id;
+  job.nnodes = record.nnodes;
+  job.node_rank = record.node_rank;
+  job.nproc = record.nproc;
+  job.tree_parent = record.parent;
+  // 0: the head did not say; the defaults.
+  if (record.heartbeat_interval.count() > 0) job.heartbeat_interval = record.heartbeat_interval;
+  if (record.heartbeat_timeout.count() > 0) job.heartbeat_timeout = record.heartbeat_timeout;
+  return job;
+}
+
+}  // namespace
+
+// `mlrun agent`: one node of a job started by a head. Over SSH its job arrives on stdin (one JSON
+// line: rendezvous endpoint and token, node rank, worker count, the head's options, environment
+// and directory), and stdin stays open: its end means the head is gone. Through srun
+// (transport/slurm.h) the job is in MLRUN_AGENT_JOB and the token in MLRUN_RDZV_TOKEN; the head's
+// end reaches the agent as the end of the step, or of its rendezvous connection.
+int agent_command(const std::vector<std::string>&) {
+  const char* from_env = std::getenv("MLRUN_AGENT_JOB");
+  const bool slurm = from_env != nullptr;
+  std::string line = slurm ? std::string(from_env) : read_job_line();
+  // The workers inherit this environment: the job's description is not theirs.
+  unsetenv("MLRUN_AGENT_JOB");
+  transport::AgentJob record;
+  try {
+    record = take_agent_job(line, slurm);
+  } catch (const std::exception& e) {
+    error(fmt::format("agent on {}: bad job description{}: {}", host_name(),
+                      slurm ? " in MLRUN_AGENT_JOB" : " on stdin", e.what()));
+    return 2;
+  }
+  NodeJob job = node_job_of(record);
+  // A node without a given worker count runs one worker per GPU it sees (inside a Slurm step:
+  // the job's GPUs on this node), else one.
+  if (job.nproc == 0) job.nproc = std::max(1, count_gpus());
+  log::info("agent up: node {} of {}, {} worker{}, rendezvous at {}", job.node_rank, job.nnodes,
+            job.nproc, job.nproc == 1 ? "" : "s", job.endpoint);
+  std::vector<std::string> args = record.args;
+  args.insert(args.begin(), fmt::format("--nproc_per_node={}", job.nproc));
+  ParseResult parsed = parse_options(args);
+  if (record.grace.count() > 0) {
+    parsed.options.grace_period = static_cast<double>(record.grace.count()) / 1000;
+  }
+  std::string rdzv_host;
+  int rdzv_port;
+  split_endpoint(job.endpoint, rdzv_host, rdzv_port);
+  // The interface that reaches the head's rendezvous is the one the job's traffic takes.
+  parsed.options.master_addr = rdzv_host;
+  std::vector<std::string> errors;
+  for (auto& e : parsed.errors) errors.push_back(fmt::format("{}: {}", host_name(), e.message));
+  LaunchPlan plan;
+  plan.gpu_ids = record.gpus;
+  if (!plan_launch(parsed.options, plan, errors)) return 2;
+  plan.job_id = job.job_id;
+  if (slurm) {
+    // In a step Slurm signals every process, the workers too: its USR1 is theirs already, and
+    // its SIGTERM is a scancel, the time limit or a preemption, which the summary says.
+    plan.signals.forward_own = false;
+    job.signal_note = transport::slurm_signal_note(transport::read_slurm_env().job_id);
+  }
+  keep_forwarded_signals_harmless(plan.signals);
+  // Over SSH, a hung agent (SIGSTOP, D state) never reads its stdin's end: its lifeline sees
+  // it, and SIGKILLs the agent when it has not stopped its workers by itself within the grace
+  // period and 10 s, as it would when awake.
+  auto awake_bound =
+      std::chrono::milliseconds(static_cast<long>(parsed.options.grace_period * 1000)) +
+      std::chrono::seconds(10);
+  Lifeline lifeline = slurm ? Lifeline::start() : Lifeline::start(STDIN_FILENO, awake_bound);
+  signal(SIGPIPE, SIG_IGN);
+  job.print_summary = false;
+  // The head's forwarded signals come through the rendezvous. One this agent gets itself goes to
+  // its own workers only (over SSH; in a Slurm step Slurm has signalled them already).
+  job.watch_signals = true;
+  // An interior agent of the launch tree starts its children first (after the lifeline's fork,
+  // which must not hold their connections: this agent's end closes them, their lifeline).
+  std::unique_ptr<transport::SshSubtree> children;
+  if (!slurm) children = start_children(record);
+  int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO);
+  // Each child ends with the job, after stopping its workers (and its own children).
+  if (children) {
+    children->finish(
+        std::chrono::milliseconds(static_cast<long>(parsed.options.grace_period * 1000)) +
+        std::chrono::seconds(10));
+  }
+  // Through srun, an agent's non-zero exit makes Slurm kill every other agent at once
+  // (--kill-on-bad-exit), before they have stopped their workers: the job's result travels
+  // through the rendezvous, and a non-zero exit is left to an agent that could not take part.
+  return slurm ? 0 : code;
+}
+
+}  // namespace mlrun

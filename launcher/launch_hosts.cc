@@ -1,0 +1,291 @@
+#include "launcher/launch_hosts.h"
+
+#include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include <mlrun/rendezvous.hpp>
+
+#include "launcher/head_signals.h"
+#include "launcher/signal_relay.h"
+#include "launcher/this_node.h"
+#include "transport/local.h"
+#include "transport/slurm.h"
+#include "transport/slurm_env.h"
+#include "transport/ssh.h"
+#include "transport/tree_agent.h"
+#include "worker/cgroup.h"
+#include "worker/log.h"
+#include "worker/net.h"
+#include "worker/signals.h"
+
+namespace mlrun {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The transport to the nodes that get an agent (none when every node is this host).
+std::unique_ptr<transport::Transport> open_transport(const Options& o,
+                                                     const std::vector<transport::AgentNode>& nodes,
+                                                     std::chrono::milliseconds* grace) {
+  std::vector<std::string> errors;
+  std::unique_ptr<transport::Transport> t;
+  if (o.launcher == "slurm") {
+    transport::SlurmConfig config;
+    t = transport::make_slurm_transport(errors, &config);
+    // Each agent stops its workers before Slurm's own SIGKILL when Slurm stops the job.
+    *grace = transport::grace_within_kill_wait(*grace, config.kill_wait);
+  } else if (o.launcher == "sim") {
+    t = transport::make_local_transport(nodes);
+  } else if (!nodes.empty()) {
+    // Past --tree_width hosts, only the head's children of the launch tree are connected here.
+    t = transport::connect_ssh(nodes, o.tree_width, std::chrono::seconds(10), errors);
+    if (int depth = transport::tree_depth(transport::plan_tree(nodes, o.tree_width)); depth > 1) {
+      log::info("launch tree: {} nodes, {} wide, {} levels", nodes.size(), o.tree_width, depth);
+    }
+  }
+  for (const auto& e : errors) error(e);
+  return t;
+}
+
+// The agents' job: the same for every node but its rank and worker count.
+transport::AgentJob agent_job(const Options& o, const LaunchPlan& plan, const std::string& endpoint,
+                              int port, const std::string& token, std::chrono::milliseconds grace) {
+  transport::AgentJob job;
+  job.endpoint = endpoint;
+  job.port = port;
+  job.token = token;
+  job.job_id = plan.job_id;
+  job.nnodes = static_cast<int>(plan.hosts.nodes.size());
+  job.grace = grace;
+  const RdzvConf& conf = plan.rdzv;
+  job.heartbeat_interval = conf.heartbeat_interval;
+  job.heartbeat_timeout = conf.heartbeat_timeout;
+  job.log_level = spdlog::level::to_string_view(log::logger().level()).data();
+  std::error_code ec;
+  job.cwd = fs::current_path(ec).string();
+  // MLRUN_CGROUP: the head's opt-out from job cgroups holds on every node (docs/launcher.md).
+  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "PYTHON", "MLRUN_CGROUP"}) {
+    if (const char* v = std::getenv(name)) job.env.emplace_back(name, v);
+  }
+  job.args = o.node_args;
+  for (const auto& [name, value] : plan.exports) {
+    job.args.push_back("-x");
+    job.args.push_back(name + "=" + value);
+  }
+  job.args.push_back("--");
+  job.args.push_back(o.program);
+  job.args.insert(job.args.end(), o.program_args.begin(), o.program_args.end());
+  return job;
+}
+
+// The nodes that get an agent through the transport: every node but this host's.
+std::vector<transport::AgentNode> agent_nodes_of(const LaunchPlan& plan) {
+  const auto& nodes = plan.hosts.nodes;
+  std::vector<transport::AgentNode> agent_nodes;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].local) continue;
+    const auto& h = nodes[i].host;
+    agent_nodes.push_back(
+        {static_cast<int>(i), h.host, h.user, h.port, nodes[i].nproc, nodes[i].host.slot_ids});
+  }
+  return agent_nodes;
+}
+
+// The job on every node of --hostfile / -H or of the Slurm allocation, from here: the
+// rendezvous is served here, this host's workers (if it is listed, over SSH) run in this process,
+// The rendezvous of a job started from here, on every address (or, for PyTorch's store, on the
+// one the nodes reach: advertised). Returns false, said, when it cannot be served.
+bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::string& advertised,
+                           const std::string& token, std::optional<rendezvous::Server>& server) {
+  try {
+    // With --store mlrun this is also PyTorch's TCPStore, which has no authentication: listen
+    // on the address the nodes reach (docs/torch-store.md), where it is known here.
+    bool narrow = o.store == "mlrun" && !advertised.empty();
+    rendezvous::ServerOptions so{narrow ? advertised : "0.0.0.0", 0, token, plan.job_id};
+    so.torch_store = o.store == "mlrun";
+    server.emplace(rendezvous::Server::start(std::move(so)));
+    return true;
+  } catch (const std::exception& e) {
+    error(fmt::format("cannot serve the rendezvous: {}", e.what()));
+    return false;
+  }
+}
+
+// A head that runs no workers: its stop signals abort the job on its server, and SIGUSR1/SIGUSR2
+// go to every node through the rendezvous (launcher/signal_relay.h), on a connection made at the
+// first one.
+void arm_head_signals(HeadSignals& head_signals, const Options& o, const LaunchPlan& plan,
+                      rendezvous::Server* served, const std::string& endpoint,
+                      const std::string& token) {
+  // A head in a batch script (a step on a node: SLURMD_NODENAME is set) gets Slurm's SIGTERM
+  // with every task; one under salloc, on the submit host, gets it from a person or a script.
+  std::string note = o.launcher == "slurm" && std::getenv("SLURMD_NODENAME") != nullptr
+                         ? transport::slurm_signal_note(transport::read_slurm_env().job_id)
+                         : "";
+  head_signals.on_interrupt([served, note](const std::string& reason) {
+    bool term = reason.find("SIGTERM") != std::string::npos;
+    served->abort(term ? reason + note : reason);
+  });
+  head_signals.on_forward([endpoint, token, job_id = plan.job_id, origin = make_signal_origin(),
+                           client =
+                               std::make_shared<std::optional<rendezvous::Client>>()](int sig) {
+    try {
+      if (!*client) {
+        rendezvous::ClientOptions options;
+        options.job_id = job_id;
+        options.connect_timeout = std::chrono::seconds(10);
+        client->emplace(rendezvous::Client::connect(endpoint, token, options));
+      }
+      publish_signal(**client, sig, origin);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "mlrun: cannot pass {} on to the nodes: {}\n", signal_name(sig), e.what());
+    }
+  });
+}
+
+// This host's workers as node node_rank of the job, which the head serves at endpoint.
+int run_head_node(const Options& o, LaunchPlan& plan, int node_rank, const std::string& endpoint,
+                  const std::string& token, Lifeline& lifeline) {
+  const NodePlan& local = plan.hosts.nodes[node_rank];
+  plan.nproc = local.nproc;
+  NodeJob job;
+  job.endpoint = endpoint;
+  job.token = token;
+  job.job_id = plan.job_id;
+  job.nnodes = static_cast<int>(plan.hosts.nodes.size());
+  job.node_rank = node_rank;
+  job.nproc = local.nproc;
+  const RdzvConf& conf = plan.rdzv;
+  job.heartbeat_interval = conf.heartbeat_interval;
+  job.heartbeat_timeout = conf.heartbeat_timeout;
+  job.publish_signals = true;
+  job.watch_signals = true;
+  return run_this_node(o, plan, job, lifeline, -1);
+}
+
+}  // namespace
+
+// The job on every node of --hostfile / -H or of the Slurm allocation, from here: the
+// rendezvous is served here, this host's workers (if it is listed, over SSH) run in this process,
+// every other node gets an agent through the transport (SSH, or one srun step).
+int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
+  const auto& nodes = plan.hosts.nodes;
+  const auto began = std::chrono::steady_clock::now();
+  log::info("job {}: {} nodes, world size {}, backend {}", plan.job_id, nodes.size(),
+            plan.world_size, plan.backend);
+  // 1. The transport to every node that gets an agent, made before anything starts: every
+  //    unreachable host is reported together and nothing runs.
+  std::vector<transport::AgentNode> agent_nodes = agent_nodes_of(plan);
+  auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
+  // Declared before the agents so that it is destroyed after them: the transport's end joins its
+  // threads, whose loss reports abort the job on this server (finish() has closed them by then).
+  std::optional<rendezvous::Server> server;
+  auto agents = open_transport(o, agent_nodes, &grace);
+  if (!agents && !agent_nodes.empty()) return 1;
+  // A head that runs no workers takes SIGINT, SIGTERM and SIGHUP on a thread of its own, blocked
+  // in every other: from here on, before the rendezvous server's and the transport's threads
+  // start and inherit the block. (A thread that took one with its default action would end the
+  // head at once: no abort, no wait for the nodes to stop their workers.)
+  auto local = std::find_if(nodes.begin(), nodes.end(), [](const NodePlan& n) { return n.local; });
+  std::optional<HeadSignals> head_signals;
+  if (local == nodes.end()) head_signals.emplace(plan.signals);
+  // 2. The rendezvous, on every address; the nodes reach it at this host's address on their
+  //    route here (SSH: the one their connection came in on; Slurm: the one srun ran at).
+  std::string advertised = agents ? agents->head_address() : "127.0.0.1";
+  // This host's own workers talk to the others on the interface of that route.
+  if (agents && !advertised.empty() && o.master_addr.empty()) choose_network(o, plan, advertised);
+  std::string token = random_hex(16);
+  if (!serve_head_rendezvous(o, plan, advertised, token, server)) return 1;
+  std::string endpoint = advertised.empty() ? "" : make_endpoint(advertised, server->port());
+  log::info("rendezvous serving at {}",
+            endpoint.empty() ? fmt::format("port {}", server->port()) : endpoint);
+  // 3. An agent on every other node.
+  rendezvous::Server* served = &*server;
+  if (head_signals) arm_head_signals(*head_signals, o, plan, served, endpoint, token);
+  if (agents) {
+    agents->start(agent_job(o, plan, endpoint, server->port(), token, grace), agent_nodes,
+                  [served](int node, const std::string& host, const std::string& why) {
+                    served->abort(lost_reason(node, host, why));
+                  });
+  }
+  // 4. This host's workers, or, when it is not listed, a watch over the others'.
+  int code =
+      local != nodes.end()
+          ? run_head_node(o, plan, static_cast<int>(local - nodes.begin()), endpoint, token,
+                          lifeline)
+          : watch_job(endpoint.empty() ? make_endpoint("127.0.0.1", server->port()) : endpoint,
+                      token, plan.job_id, static_cast<int>(nodes.size()), o.max_restarts,
+                      *head_signals);
+  // 5. Every agent ends with the job, after stopping its workers (at most the grace period);
+  //    the transport stops any that do not.
+  log::info("job over with exit code {} after {:.2f} s", code, log::since(began));
+  if (agents) agents->finish(grace + std::chrono::seconds(10));
+  // The server is destroyed before the signals' thread ends: a late signal must not reach it.
+  if (head_signals) {
+    head_signals->on_interrupt(nullptr);
+    head_signals->on_forward(nullptr);
+  }
+  return code;
+}
+
+void print_host_plan(const Options& o, const LaunchPlan& plan) {
+  const bool slurm = o.launcher == "slurm";
+  bool counted = true;  // Every node's worker count is known here (not its GPUs, under Slurm).
+  for (const auto& n : plan.hosts.nodes) counted = counted && n.nproc > 0;
+  fmt::print("mlrun: dry run: {} nodes, world size {}, backend {}\n", plan.hosts.nodes.size(),
+             counted ? fmt::to_string(plan.world_size) : "from each node's GPUs", plan.backend);
+  print_option_sources(o);
+  fmt::print("transport: {} ({})\n", o.launcher, o.launcher_why);
+  fmt::print("teardown: {} (on this host; each node's agent finds its own)\n",
+             probe_cgroup_support().describe());
+  // Over SSH past --tree_width hosts, who starts each node's agent.
+  std::vector<std::string> parent(plan.hosts.nodes.size());
+  if (o.launcher == "ssh") {
+    auto agents = agent_nodes_of(plan);
+    auto roots = transport::plan_tree(agents, o.tree_width);
+    if (int depth = transport::tree_depth(roots); depth > 1) {
+      fmt::print("launch tree: {} wide, {} levels of agents\n", o.tree_width, depth);
+      std::function<void(const transport::TreeNode&)> walk = [&](const transport::TreeNode& t) {
+        for (const auto& c : t.children) {
+          parent[c.node.node_rank] = t.node.host;
+          walk(c);
+        }
+      };
+      for (const auto& r : roots) walk(r);
+    }
+  }
+  int offset = 0;
+  for (std::size_t i = 0; i < plan.hosts.nodes.size(); ++i) {
+    const auto& n = plan.hosts.nodes[i];
+    std::string how = slurm                 ? "agent through srun"
+                      : o.launcher == "sim" ? "simulated: an agent on this machine"
+                      : n.local             ? "this host, no SSH"
+                      : !parent[i].empty()  ? "agent over SSH from " + parent[i]
+                                            : "agent over SSH";
+    std::string host = (n.host.user.empty() ? "" : n.host.user + "@") + n.host.host;
+    if (!counted) {
+      fmt::print("node {} ({}): {}, {}\n", i, host,
+                 n.nproc > 0 ? fmt::format("{} workers", n.nproc) : "one worker per GPU (else 1)",
+                 how);
+      continue;
+    }
+    fmt::print("node {} ({}): ranks {}-{}, {}\n", i, host, offset, offset + n.nproc - 1, how);
+    offset += n.nproc;
+  }
+  fmt::print("  command: {}\n", shell_words(plan.argv));
+  fmt::print("  {}\n", store_line(o));
+  for (const auto& [name, value] : plan.exports) {
+    fmt::print("  -x {}\n",
+               name == "MLRUN_RDZV_TOKEN" ? name + "=(secret)" : shell_word(name + "=" + value));
+  }
+}
+
+}  // namespace mlrun
