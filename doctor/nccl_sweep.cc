@@ -24,6 +24,8 @@
 
 #include <mlrun/rendezvous.hpp>
 
+#include "rendezvous/nccl_library.h"
+
 namespace mlrun {
 namespace {
 
@@ -76,9 +78,10 @@ void* open_first(const std::vector<std::string>& names, const char* what) {
       fmt::format("NCCL sweep: cannot load {} (tried {}): {}", what, fmt::join(names, ", "), last));
 }
 
-template <typename Fn>
-void bind(void* lib, const char* name, Fn& fn, bool required = true) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
+// fn = the function name of a library: lookup(name) is its address, nullptr when it has none.
+template <typename Lookup, typename Fn>
+void bind(const Lookup& lookup, const char* name, Fn& fn, bool required = true) {
+  fn = reinterpret_cast<Fn>(lookup(name));
   if (fn == nullptr && required) {
     throw SweepError(fmt::format("NCCL sweep: {} is not in the loaded library", name));
   }
@@ -86,7 +89,8 @@ void bind(void* lib, const char* name, Fn& fn, bool required = true) {
 
 NcclApi load_api(const NcclLibraryNames& names) {
   NcclApi a{};
-  void* cudart = open_first(names.cudart, "the CUDA runtime (libcudart)");
+  void* cudart_handle = open_first(names.cudart, "the CUDA runtime (libcudart)");
+  auto cudart = [cudart_handle](const char* name) { return dlsym(cudart_handle, name); };
   bind(cudart, "cudaGetDeviceCount", a.cudaGetDeviceCount);
   bind(cudart, "cudaSetDevice", a.cudaSetDevice);
   bind(cudart, "cudaGetErrorString", a.cudaGetErrorString);
@@ -97,7 +101,11 @@ NcclApi load_api(const NcclLibraryNames& names) {
   bind(cudart, "cudaStreamCreate", a.cudaStreamCreate);
   bind(cudart, "cudaStreamDestroy", a.cudaStreamDestroy);
   bind(cudart, "cudaStreamSynchronize", a.cudaStreamSynchronize);
-  void* nccl = open_first(names.nccl, "NCCL (libnccl)");
+  NcclLibrary library(names.nccl);
+  if (!library.loaded()) throw SweepError("NCCL sweep: " + library.error());
+  // Both stay loaded for the life of the process: NCCL's threads run their code until exit.
+  library.keep();
+  auto nccl = [&library](const char* name) { return library.symbol(name); };
   bind(nccl, "ncclGetVersion", a.ncclGetVersion);
   bind(nccl, "ncclGetErrorString", a.ncclGetErrorString);
   bind(nccl, "ncclCommInitRank", a.ncclCommInitRank);
@@ -106,7 +114,6 @@ NcclApi load_api(const NcclLibraryNames& names) {
   bind(nccl, "ncclCommAbort", a.ncclCommAbort);
   bind(nccl, "ncclGetLastError", a.ncclGetLastError, /*required=*/false);
   if (a.ncclGetVersion(&a.nccl_version) != kNcclSuccess) a.nccl_version = 0;
-  // Both stay loaded for the life of the process: NCCL's threads run their code until exit.
   return a;
 }
 

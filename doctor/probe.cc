@@ -26,6 +26,7 @@
 #include "doctor/bandwidth.h"
 #include "doctor/doctor.h"
 #include "doctor/impl.h"
+#include "rendezvous/nccl_library.h"
 #include "worker/cgroup.h"
 #include "worker/env.h"
 #include "worker/hardware.h"
@@ -105,25 +106,14 @@ GpuReport probe_gpus() {
 Component probe_nccl() {
   Component c;
   c.how = "dlopen libnccl.so.2 + ncclGetVersion";
-  void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
-  if (h == nullptr) {
-    const char* why = dlerror();
-    c.note = why ? why : "libnccl.so.2 cannot be loaded";
+  NcclLibrary nccl;
+  if (!nccl.loaded()) {
+    c.note = nccl.error();
     return c;
   }
   c.found = true;
-  c.path = loaded_path(h);
-  using GetVersion = int (*)(int*);
-  auto get_version = reinterpret_cast<GetVersion>(dlsym(h, "ncclGetVersion"));
-  int code = 0;
-  if (get_version == nullptr) {
-    c.note = "the library has no ncclGetVersion";
-  } else if (int rc = get_version(&code); rc != 0) {
-    c.note = fmt::format("ncclGetVersion failed with code {}", rc);
-  } else {
-    c.version = decode_nccl_version(code);
-  }
-  dlclose(h);
+  c.path = loaded_path(nccl.handle());
+  if (int code = nccl.version(&c.note); code != 0) c.version = decode_nccl_version(code);
   return c;
 }
 

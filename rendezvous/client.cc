@@ -1,4 +1,3 @@
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -17,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "mlrun/rendezvous.hpp"
+#include "rendezvous/endpoint.h"
+#include "rendezvous/nccl_library.h"
 #include "rendezvous/protocol.h"
 
 namespace mlrun::rendezvous {
@@ -52,29 +53,6 @@ int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;
   return left > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left);
-}
-
-// "host:port" or "[v6]:port".
-bool split_endpoint(std::string_view endpoint, std::string& host, std::string& port) {
-  std::size_t colon;
-  if (!endpoint.empty() && endpoint.front() == '[') {
-    std::size_t close = endpoint.find(']');
-    if (close == std::string_view::npos || close + 1 >= endpoint.size() ||
-        endpoint[close + 1] != ':') {
-      return false;
-    }
-    host = std::string(endpoint.substr(1, close - 1));
-    colon = close + 1;
-  } else {
-    colon = endpoint.rfind(':');
-    if (colon == std::string_view::npos) return false;
-    host = std::string(endpoint.substr(0, colon));
-  }
-  port = std::string(endpoint.substr(colon + 1));
-  int value = 0;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  return !host.empty() && ec == std::errc() && end == port.data() + port.size() && value > 0 &&
-         value <= 65535;
 }
 
 // One non-blocking connect attempt to each address of host:port. Returns the fd or -1 with
@@ -151,33 +129,6 @@ int env_int(const char* name) {
                 fmt::format("not a non-negative integer: \"{}\"", printable(text)));
   }
   return value;
-}
-
-// ncclGetUniqueId through dlopen: no link-time dependency on NCCL. The library stays loaded
-// for the life of the process: the ID's bootstrap root is a thread inside NCCL.
-struct NcclApi {
-  using GetUniqueId = int (*)(void*);
-  using GetErrorString = const char* (*)(int);
-  GetUniqueId get_unique_id = nullptr;
-  GetErrorString error_string = nullptr;
-  std::string error;
-};
-
-const NcclApi& nccl_api() {
-  static const NcclApi api = [] {
-    NcclApi a;
-    void* handle = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* e = dlerror();
-      a.error = std::string("cannot load libnccl.so.2: ") + (e ? e : "unknown error");
-      return a;
-    }
-    a.get_unique_id = reinterpret_cast<NcclApi::GetUniqueId>(dlsym(handle, "ncclGetUniqueId"));
-    a.error_string = reinterpret_cast<NcclApi::GetErrorString>(dlsym(handle, "ncclGetErrorString"));
-    if (a.get_unique_id == nullptr) a.error = "libnccl.so.2 has no ncclGetUniqueId";
-    return a;
-  }();
-  return api;
 }
 
 // What the root publishes instead of an ID when it cannot make one, so that the members fail
@@ -407,10 +358,11 @@ Client Client::connect(std::string_view endpoint, std::string_view token, Client
   auto impl = std::make_unique<Impl>();
   impl->endpoint = std::string(endpoint);
   impl->options = std::move(options);
-  std::string host, port;
-  if (!split_endpoint(endpoint, host, port)) {
+  std::optional<Endpoint> parsed = parse_endpoint(endpoint);
+  if (!parsed) {
     throw Error("connect", "", impl->endpoint, "the endpoint is not host:port or [v6]:port");
   }
+  std::string host = parsed->host, port = std::to_string(parsed->port);
   if (token.empty() || token.size() > kMaxTokenBytes) {
     throw AuthError("connect", "", impl->endpoint,
                     "the token is empty or longer than kMaxTokenBytes");
@@ -607,14 +559,16 @@ std::array<char, 128> Client::nccl_unique_id(std::string_view name, bool is_root
     if (auto existing = try_get(key); existing && existing->size() == 128) {
       value = std::move(*existing);
     } else {
-      const NcclApi& api = nccl_api();
+      // Through dlopen, no link-time dependency on NCCL; the library stays loaded for the life
+      // of the process: the ID's bootstrap root is a thread inside NCCL.
+      const NcclLibrary& nccl = NcclLibrary::resident();
+      auto get_unique_id = nccl.function<int (*)(void*)>("ncclGetUniqueId");
       std::array<char, 128> id{};
-      std::string failure = api.error;
+      std::string failure = nccl.error();
+      if (failure.empty() && get_unique_id == nullptr) failure = nccl.missing("ncclGetUniqueId");
       if (failure.empty()) {
-        int rc = api.get_unique_id(id.data());
-        if (rc != 0) {
-          failure = fmt::format("ncclGetUniqueId failed ({}): {}", rc,
-                                api.error_string ? api.error_string(rc) : "no description");
+        if (int rc = get_unique_id(id.data()); rc != 0) {
+          failure = fmt::format("ncclGetUniqueId failed ({}): {}", rc, nccl.describe(rc));
         }
       }
       if (!failure.empty()) {

@@ -1,13 +1,14 @@
 #include "worker/hardware.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+
+#include "rendezvous/nccl_library.h"
 
 namespace mlrun {
 
@@ -45,10 +46,7 @@ int count_cpus() {
 }
 
 bool nccl_available() {
-  void* handle = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
-  if (handle == nullptr) return false;
-  dlclose(handle);
-  return true;
+  return NcclLibrary().loaded();  // Unloaded again: the launcher itself never uses NCCL.
 }
 
 int resolve_nproc_per_node(const std::string& spec) {

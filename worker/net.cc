@@ -92,11 +92,6 @@ std::string local_address_toward(const std::string& host) {
   return out;
 }
 
-std::string make_endpoint(const std::string& host, int port) {
-  return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port)
-                                             : fmt::format("[{}]:{}", host, port);
-}
-
 bool is_local_address(const std::string& host) {
   addrinfo hints{};
   hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
@@ -130,23 +125,6 @@ std::vector<std::string> numeric_addresses(const std::string& host, int family) 
   }
   freeaddrinfo(found);
   return out;
-}
-
-bool split_endpoint(const std::string& endpoint, std::string& host, int& port) {
-  auto colon = endpoint.rfind(':');
-  if (colon == std::string::npos || colon + 1 == endpoint.size()) return false;
-  host = endpoint.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string::npos) {
-    return false;  // An IPv6 address needs brackets.
-  }
-  port = 0;
-  for (char c : endpoint.substr(colon + 1)) {
-    if (c < '0' || c > '9' || port > 65535) return false;
-    port = port * 10 + (c - '0');
-  }
-  return !host.empty() && port > 0 && port <= 65535;
 }
 
 }  // namespace mlrun

@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+// make_endpoint and split_endpoint: the one endpoint parser, the client library's too.
+#include "rendezvous/endpoint.h"
+
 namespace mlrun {
 
 /// A TCP port that is free on every local address right now (bound to port 0 and released).
@@ -28,11 +31,5 @@ std::vector<std::string> numeric_addresses(const std::string& host, int family);
 
 /// True when host is a numeric address of one of this node's interfaces (it can be bound).
 bool is_local_address(const std::string& host);
-
-/// "host:port", or "[v6]:port" for an IPv6 address.
-std::string make_endpoint(const std::string& host, int port);
-
-/// Splits "host:port" or "[v6]:port". Returns false when there is no valid port.
-bool split_endpoint(const std::string& endpoint, std::string& host, int& port);
 
 }  // namespace mlrun
