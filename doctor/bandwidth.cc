@@ -20,6 +20,7 @@
 #include <mlrun/rendezvous.hpp>
 
 #include "doctor/sweep.h"
+#include "rendezvous/integer.h"
 #endif
 
 #ifdef MLRUN_HAVE_GLOO_SWEEP
@@ -403,7 +404,8 @@ int run_sweep(const SweepOptions& o, const std::string& backend) {
   collective->prepare(sizes.empty() ? 1 : sizes.back() / 4);
 
   const char* groups = std::getenv("GROUP_WORLD_SIZE");
-  int nnodes = one_host ? 1 : (groups != nullptr ? std::atoi(groups) : 0);
+  int nnodes = one_host ? 1 : 0;  // 0 where GROUP_WORLD_SIZE is not a count: unknown.
+  if (!one_host && groups != nullptr) parse_integer(std::string_view(groups), nnodes, 0);
   if (rank == 0) {
     fmt::print(
         "# mlrun doctor --bandwidth: {}, {} rank{} on {} node{}, "

@@ -18,6 +18,7 @@
 #include "doctor/impl.h"
 #include "hostfiles/slurm_lists.h"
 #include "launcher/plan.h"
+#include "rendezvous/integer.h"
 #include "transport/slurm.h"
 #include "transport/slurm_env.h"
 #include "worker/process.h"
@@ -34,9 +35,8 @@ std::map<int, std::string> split_by_task(const std::string& out) {
     auto start = line.find_first_not_of(' ');
     auto colon = line.find(": ");
     if (start == std::string::npos || colon == std::string::npos || colon <= start) continue;
-    try {
-      tasks[std::stoi(line.substr(start, colon - start))] += line.substr(colon + 2) + "\n";
-    } catch (const std::exception&) {
+    if (int task = 0; parse_integer(std::string_view(line).substr(start, colon - start), task)) {
+      tasks[task] += line.substr(colon + 2) + "\n";
     }
   }
   return tasks;

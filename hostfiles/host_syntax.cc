@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include <fmt/format.h>
 
 #include "hostfiles/hostfile.h"
+#include "rendezvous/integer.h"
 
 namespace mlrun::hostfiles_detail {
 namespace {
@@ -160,12 +160,12 @@ std::vector<std::string_view> split_outside_brackets(std::string_view text, char
 bool parse_count(std::string_view text, int minimum, int* out, std::string* why) {
   int value = 0;
   bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (!digits || ec == std::errc::invalid_argument || end != text.data() + text.size()) {
+  if (!digits) {
     *why = minimum > 0 ? "not a positive integer" : "not a non-negative integer";
     return false;
   }
-  if (ec == std::errc::result_out_of_range || value > kMaxSlotsPerHost) {
+  // Digits only: what parse_integer refuses is too large.
+  if (!parse_integer(text, value, 0, kMaxSlotsPerHost)) {
     *why = fmt::format("more than the limit of {}", kMaxSlotsPerHost);
     return false;
   }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "hostfiles/hostfile.h"
+#include "rendezvous/integer.h"
 
 namespace mlrun {
 namespace {
@@ -53,7 +54,9 @@ bool expand_group(std::string_view body, std::vector<std::string>* out, std::str
       *error = fmt::format("'{}' has more than {} digits", item, kMaxRangeDigits);
       return false;
     }
-    std::int64_t a = std::stoll(std::string(lo)), b = std::stoll(std::string(hi));
+    std::int64_t a = 0, b = 0;  // Digits only, at most kMaxRangeDigits: both parse.
+    parse_integer(lo, a);
+    parse_integer(hi, b);
     if (a > b) {
       *error = fmt::format("{} runs backwards", item);
       return false;

@@ -1,12 +1,12 @@
 #include "launcher/placement.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "launcher/plan.h"
+#include "rendezvous/integer.h"
 #include "worker/net.h"
 
 namespace mlrun {
@@ -28,8 +28,7 @@ std::vector<std::string> inherited_visible_devices() {
 
 std::optional<int> as_index(const std::string& s) {
   int v = -1;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
+  if (!parse_integer(std::string_view(s), v, 0)) return std::nullopt;
   return v;
 }
 

@@ -17,6 +17,7 @@
 
 #include "mlrun/rendezvous.hpp"
 #include "rendezvous/endpoint.h"
+#include "rendezvous/integer.h"
 #include "rendezvous/nccl_library.h"
 #include "rendezvous/protocol.h"
 
@@ -122,9 +123,7 @@ int env_int(const char* name) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return -1;
   int value = 0;
-  const char* end = text + std::strlen(text);
-  auto [ptr, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || ptr != end || value < 0) {
+  if (!parse_integer(std::string_view(text), value, 0)) {
     throw Error("from_env", name, "",
                 fmt::format("not a non-negative integer: \"{}\"", printable(text)));
   }

@@ -1,6 +1,6 @@
 #include "rendezvous/torch_space.h"
 
-#include <charconv>
+#include "rendezvous/integer.h"
 
 namespace mlrun::rendezvous::torch {
 std::size_t KeySpace::cost(const std::string& key, const std::string& value) {
@@ -41,8 +41,7 @@ KeySpace::Result KeySpace::set(const std::string& key, std::string value) {
 KeySpace::Result KeySpace::add(const std::string& key, std::int64_t delta, std::int64_t* out) {
   std::int64_t value = 0;
   if (const std::string* text = find(key)) {
-    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-    if (ec != std::errc() || end != text->data() + text->size()) return Result::kNotInteger;
+    if (!parse_integer(std::string_view(*text), value)) return Result::kNotInteger;
   }
   if (__builtin_add_overflow(value, delta, &value)) return Result::kOverflow;
   Result r = set(key, std::to_string(value));

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "launcher/plan.h"
+#include "rendezvous/integer.h"
 #include "worker/env.h"
 #include "worker/output.h"
 #include "worker/process.h"
@@ -195,7 +196,11 @@ SlurmConfig parse_slurm_config(const std::string& text) {
     std::string key = line.substr(0, line.find_first_of(" =")), value = line.substr(eq + 1);
     value.erase(0, value.find_first_not_of(' '));
     if (key == "SLURM_VERSION") c.version = value.substr(0, value.find(' '));
-    if (key == "KillWait") c.kill_wait = std::chrono::seconds(std::atoi(value.c_str()));
+    // "KillWait = 30 sec": the number before the unit; anything else keeps the default.
+    if (int s = 0; key == "KillWait" &&
+                   parse_integer(std::string_view(value).substr(0, value.find(' ')), s, 0)) {
+      c.kill_wait = std::chrono::seconds(s);
+    }
   }
   return c;
 }

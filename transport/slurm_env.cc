@@ -3,12 +3,12 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
-#include <charconv>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "hostfiles/slurm_lists.h"
+#include "rendezvous/integer.h"
 #include "worker/process.h"
 
 namespace mlrun::transport {
@@ -19,21 +19,16 @@ std::string value(const GetEnv& get, const char* name) {
   return v != nullptr ? v : "";
 }
 
-bool parse_int(const std::string& text, long long* out) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
-  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
-}
-
 // The per-node mode: this mlrun is one task of `srun -N K mlrun ...`, one per node. What the
 // user did not set comes from the step.
 std::vector<std::string> fill_from_step(
     Options& o, const SlurmEnv& s, const std::function<std::string(const std::string&)>& resolve) {
   std::vector<std::string> errors;
   long long nodes = 0, node_id = 0;
-  if (!parse_int(s.step_num_nodes, &nodes) || nodes < 1) {
+  if (!parse_integer(s.step_num_nodes, nodes) || nodes < 1) {
     errors.push_back(fmt::format("SLURM_STEP_NUM_NODES={}: not a node count", s.step_num_nodes));
   }
-  if (!parse_int(s.node_id, &node_id) || node_id < 0 || node_id >= nodes) {
+  if (!parse_integer(s.node_id, node_id) || node_id < 0 || node_id >= nodes) {
     errors.push_back(fmt::format("SLURM_NODEID={}: not a node of the step", s.node_id));
   }
   std::string error;
@@ -105,7 +100,7 @@ std::vector<std::string> choose_launcher(
   }
   if (s.in_step()) {
     long long nodes = 0;
-    if (parse_int(s.step_num_nodes, &nodes) && nodes == 1) {
+    if (parse_integer(s.step_num_nodes, nodes) && nodes == 1) {
       o.launcher = "local";
       o.launcher_why = fmt::format("inside Slurm step {}.{} on one node", s.job_id, s.step_id);
       return {};
@@ -133,8 +128,8 @@ std::vector<std::string> choose_launcher(
 
 int step_port(const std::string& job_id, const std::string& step_id) {
   long long job = 0, step = 0;
-  parse_int(job_id, &job);
-  parse_int(step_id, &step);
+  parse_integer(job_id, job);
+  parse_integer(step_id, step);
   return 10000 + static_cast<int>((job * 64 + step) % 20000);
 }
 

@@ -8,6 +8,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "rendezvous/integer.h"
 #include "rendezvous/nccl_library.h"
 
 namespace mlrun {
@@ -62,7 +65,12 @@ int resolve_nproc_per_node(const std::string& spec) {
     int gpus = count_gpus();
     return gpus > 0 ? gpus : count_cpus();
   }
-  return std::stoi(spec);
+  int n = 0;
+  if (!parse_integer(std::string_view(spec), n, 1)) {
+    throw std::runtime_error(
+        fmt::format("--nproc_per_node={}: not a positive integer or one of auto, gpu, cpu", spec));
+  }
+  return n;
 }
 
 }  // namespace mlrun

@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -11,6 +10,8 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "rendezvous/integer.h"
 
 #include "worker/text_file.h"
 
@@ -31,10 +32,9 @@ std::optional<int> read_int(const fs::path& path) {
   auto text = read_text(path);
   if (!text) return std::nullopt;
   int value = 0;
-  const char* begin = text->data();
-  if (!text->empty() && *begin == '+') ++begin;
-  auto [end, ec] = std::from_chars(begin, text->data() + text->size(), value);
-  if (ec != std::errc() || end != text->data() + text->size()) return std::nullopt;
+  std::string_view digits = *text;
+  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  if (!parse_integer(digits, value)) return std::nullopt;
   return value;
 }
 
@@ -121,10 +121,7 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
         text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     std::size_t dash = item.find('-');
     int lo = 0, hi = 0;
-    auto parse = [](std::string_view s, int& v) {
-      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      return ec == std::errc() && end == s.data() + s.size() && v >= 0;
-    };
+    auto parse = [](std::string_view s, int& v) { return parse_integer(s, v, 0); };
     if (dash == std::string_view::npos) {
       if (!parse(item, lo)) return std::nullopt;
       hi = lo;
@@ -196,10 +193,10 @@ NumaMachine read_numa_machine(const std::string& root) {
   }
   for (const auto& entry : fs::directory_iterator(base / "sys/devices/system/node", ec)) {
     std::string name = entry.path().filename().string();
-    int node;
-    if (name.rfind("node", 0) != 0) continue;
-    auto [end, e] = std::from_chars(name.data() + 4, name.data() + name.size(), node);
-    if (e != std::errc() || end != name.data() + name.size()) continue;
+    int node = 0;
+    if (name.rfind("node", 0) != 0 || !parse_integer(std::string_view(name).substr(4), node)) {
+      continue;
+    }
     if (auto text = read_text(entry.path() / "cpulist")) {
       if (auto cpus = parse_cpu_list(*text)) m.node_cpus[node] = *cpus;
     }
