@@ -1,8 +1,8 @@
 #include "rendezvous/endpoint.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include "rendezvous/integer.h"
 
 namespace mlrun {
 
@@ -25,13 +25,11 @@ std::optional<Endpoint> parse_endpoint(std::string_view text) {
     e.host = std::string(text.substr(0, colon));
     port = text.substr(colon + 1);
   }
-  // Digits only: from_chars alone would take "+1" or leave "1x" half read.
-  if (e.host.empty() || port.empty() || port.size() > 5 ||
-      port.find_first_not_of("0123456789") != std::string_view::npos) {
+  // Digits only: parse_integer would take "-0".
+  if (e.host.empty() || port.find_first_not_of("0123456789") != std::string_view::npos ||
+      !parse_integer(port, e.port, 1, 65535)) {
     return std::nullopt;
   }
-  std::from_chars(port.data(), port.data() + port.size(), e.port);
-  if (e.port < 1 || e.port > 65535) return std::nullopt;
   return e;
 }
 
