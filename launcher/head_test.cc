@@ -92,8 +92,8 @@ TEST(LossReports, HandledBeforeCloseIgnoredAfter) {
   EXPECT_EQ(seen, std::vector<int>{1});
 }
 
-// The head's teardown (launcher/run.cc launch_on_hosts): an agent is lost at the moment the job
-// ends, so the relay thread reports it while the head closes the reports and destroys the
+// The head's teardown (launcher/launch_hosts.cc launch_on_hosts): an agent is lost at the moment
+// the job ends, so the relay thread reports it while the head closes the reports and destroys the
 // rendezvous server. The report must either abort the job on a serving server or not happen:
 // never reach a stopped server (its abort would wait forever) or a destroyed one (use after
 // free). Repeated with the two threads released together; tools/sanitize.sh runs it under TSan

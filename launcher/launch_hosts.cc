@@ -177,6 +177,11 @@ int run_head_node(const Options& o, LaunchPlan& plan, int node_rank, const std::
 // rendezvous is served here, this host's workers (if it is listed, over SSH) run in this process,
 // every other node gets an agent through the transport (SSH, or one srun step).
 int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline) {
+  return launch_on_hosts(o, plan, lifeline, open_transport);
+}
+
+int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
+                    const OpenTransport& open_transport) {
   const auto& nodes = plan.hosts.nodes;
   const auto began = std::chrono::steady_clock::now();
   log::info("job {}: {} nodes, world size {}, backend {}", plan.job_id, nodes.size(),

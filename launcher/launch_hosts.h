@@ -3,14 +3,37 @@
 // (transport/transport.h).
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
 #include "launcher/options.h"
 #include "launcher/plan.h"
+#include "transport/transport.h"
 #include "worker/lifeline.h"
 
 namespace mlrun {
 
-/// Runs the job on every node of the plan from here; returns the exit code.
+/// Makes the transport to the nodes that get an agent, before anything starts; may shorten
+/// *grace (each agent's grace period: Slurm's kill wait bounds it). Returns nullptr, its errors
+/// printed, when a node cannot be reached; nullptr is fine when nodes is empty.
+using OpenTransport = std::function<std::unique_ptr<transport::Transport>(
+    const Options& o, const std::vector<transport::AgentNode>& nodes,
+    std::chrono::milliseconds* grace)>;
+
+/// Runs the job on every node of the plan from here, through the transport the options choose
+/// (SSH, Slurm, the sim's local agents); returns the exit code.
 int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline);
+
+/// The same with the transport as a parameter (a unit test passes a fake whose agents are
+/// threads of the test: launcher/head_launch_test.cc): serves the rendezvous, starts an agent on
+/// every node that is not this host (a lost agent aborts the job naming its node), runs this
+/// host's workers when it is listed or else watches the job, then finishes the transport.
+/// Returns the job's exit code: 0, the first failed worker's code, 130 after SIGINT, 1 when
+/// aborted.
+int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
+                    const OpenTransport& open_transport);
 
 /// --dry-run of such a job: every node, its ranks and how it is reached.
 void print_host_plan(const Options& o, const LaunchPlan& plan);
