@@ -1,5 +1,6 @@
 // The rendezvous server's insides, shared by its source files (internal, not installed):
-//   server.cc          accepting; connections (reading, writing, closing); hello, dispatch,
+//   server_accept.cc   the listening sockets and the accept loop
+//   server.cc          connections (adopting, reading, writing, closing); hello, dispatch,
 //                      abort and stop; ServerCore and the public Server
 //   server_store.cc    the key-value store, barriers, joins, and held (blocking) requests
 //   server_elastic.cc  elastic groups: membership rounds, member heartbeats, lost members

@@ -1,0 +1,164 @@
+// Accepting: the listening sockets (one port, kListeners SO_REUSEPORT queues) and the accept
+// loop that hands each new connection to adopt() (server.cc).
+#include <fcntl.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "rendezvous/server.h"
+#include "rendezvous/server_impl.h"
+
+namespace mlrun::rendezvous {
+
+namespace {
+
+// After accept fails for lack of descriptors, wait this long before trying again (retrying at
+// once would spin: the pending connection stays in the backlog).
+constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
+// Connections taken from the backlog synchronously per wake-up, before yielding to the loop.
+constexpr int kAcceptBurst = 512;
+// Listening sockets on the one port (SO_REUSEPORT; the kernel spreads new connections over
+// them). Each has its own accept queue, capped at net.core.somaxconn (4,096 on stock kernels):
+// a storm of 16,384 ranks connecting at once overflows a single queue into one-second SYN
+// retransmits, however fast the loop accepts. Eight queues hold 32,768 at the stock cap.
+constexpr int kListeners = 8;
+
+}  // namespace
+
+std::size_t raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return static_cast<std::size_t>(limit.rlim_cur);
+}
+
+void ServerCore::Impl::listen() {
+  if (options_.token.empty()) throw Error("listen", "", options_.host, "the token is empty");
+  if (options_.token.size() > kMaxTokenBytes) {
+    throw Error("listen", "", options_.host, "the token is longer than kMaxTokenBytes");
+  }
+  if (options_.port < 0 || options_.port > 65535) {
+    throw Error("listen", "", options_.host, fmt::format("bad port {}", options_.port));
+  }
+  // Half the descriptors at most for connections that have not authenticated: the rest stay for
+  // the job's own.
+  max_pending_ =
+      std::max<std::size_t>(16, std::min(kMaxPendingConnections, raise_open_file_limit() / 2));
+  std::string where = fmt::format("{}:{}", options_.host, options_.port);
+  error_code ec;
+  tcp::resolver resolver(io_);
+  auto results = resolver.resolve(options_.host, std::to_string(options_.port),
+                                  tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || results.empty()) {
+    throw ConnectionError("listen", "", where, "cannot resolve the host: " + ec.message());
+  }
+  std::string last_error;
+  // With port 0 another process may take the free port between the claim and the group's bind
+  // (bind_listeners): then another free port is tried.
+  const int attempts = options_.port == 0 ? 3 : 1;
+  for (int i = 0; i < attempts && listeners_.empty(); ++i) {
+    for (const auto& entry : results) {
+      if (bind_listeners(entry.endpoint(), &last_error)) break;
+    }
+  }
+  if (listeners_.empty()) throw ConnectionError("listen", "", where, last_error);
+  port_ = listeners_.front()->acceptor.local_endpoint().port();
+  // The caller's host as given (a name stays a name: it is what remote clients resolve).
+  endpoint_ = options_.host.find(':') == std::string::npos
+                  ? fmt::format("{}:{}", options_.host, port_)
+                  : fmt::format("[{}]:{}", options_.host, port_);
+  for (auto& l : listeners_) accept(*l);
+}
+
+bool ServerCore::Impl::bind_listeners(const tcp::endpoint& at, std::string* why) {
+  using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+  // First a plain socket (no SO_REUSEPORT) claims the port: this fails while anything listens
+  // there, so the group below never joins another server's group on a port given twice (two
+  // jobs with one --master_port must fail like torchrun does, not share connections). Port 0
+  // becomes a free port here.
+  error_code e;
+  tcp::endpoint target = at;
+  {
+    tcp::acceptor probe(io_);
+    probe.open(at.protocol(), e);
+    if (!e) probe.set_option(tcp::acceptor::reuse_address(true), e);
+    if (!e) probe.bind(at, e);
+    if (!e) target.port(probe.local_endpoint(e).port());
+    if (e) {
+      *why = e.message();
+      return false;
+    }
+  }
+  std::vector<std::unique_ptr<Listener>> group;
+  for (int i = 0; i < kListeners && !e; ++i) {
+    auto l = std::make_unique<Listener>(io_);
+    tcp::acceptor& a = l->acceptor;
+    a.open(target.protocol(), e);
+    if (!e) a.set_option(tcp::acceptor::reuse_address(true), e);
+    if (!e) a.set_option(reuse_port(true), e);
+    if (!e) a.bind(target, e);
+    // A large backlog: a storm of thousands of connecting ranks must not overflow the queue
+    // into one-second SYN retransmits (the kernel caps it at somaxconn).
+    if (!e) a.listen(options_.listen_backlog, e);
+    if (!e) a.non_blocking(true, e);
+    // Asio opens sockets without close-on-exec: workers the launcher spawns would inherit the
+    // port and hold it past mlrun's end (and look like its listener, docs/torch-store.md).
+    if (!e) fcntl(a.native_handle(), F_SETFD, FD_CLOEXEC);
+    if (!e) group.push_back(std::move(l));
+  }
+  if (e) {
+    *why = e.message();
+    return false;
+  }
+  listeners_ = std::move(group);
+  return true;
+}
+
+void ServerCore::Impl::accept(Listener& l) {
+  l.acceptor.async_accept([self = shared_from_this(), &l](error_code ec, tcp::socket socket) {
+    if (self->stopped_ || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      self->adopt(std::move(socket));
+      self->drain_backlog(l.acceptor);
+      self->accept(l);
+      return;
+    }
+    // Out of descriptors: the oldest unauthenticated connection makes room, at once.
+    if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) &&
+        self->evict_oldest("out of descriptors")) {
+      self->accept(l);
+      return;
+    }
+    // Out of descriptors or memory: say so (at most once a second) and retry shortly.
+    auto now = std::chrono::steady_clock::now();
+    if (now - self->last_accept_error_log_ > std::chrono::seconds(1)) {
+      self->last_accept_error_log_ = now;
+      self->log(fmt::format("accept failed: {}", ec.message()));
+    }
+    l.retry_timer.expires_after(kAcceptRetry);
+    l.retry_timer.async_wait([self, &l](error_code e) {
+      if (!e && !self->stopped_) self->accept(l);
+    });
+  });
+}
+
+void ServerCore::Impl::drain_backlog(tcp::acceptor& acceptor) {
+  // The acceptor is non-blocking: take what is already queued in one go instead of one
+  // connection per trip through the loop.
+  for (int i = 0; i < kAcceptBurst; ++i) {
+    error_code ec;
+    tcp::socket socket(io_);
+    acceptor.accept(socket, ec);
+    if (ec) return;
+    adopt(std::move(socket));
+  }
+}
+
+}  // namespace mlrun::rendezvous
