@@ -3,92 +3,10 @@
 #include <cstring>
 #include <type_traits>
 
+#include "rendezvous/protocol_fields.h"
+
 namespace mlrun::rendezvous::proto {
 namespace {
-
-// Fields are little-endian integers and strings as u32 length + bytes. The reader checks every
-// length against both its limit and the bytes left before it allocates.
-class Writer {
- public:
-  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void u32(std::uint32_t v) { le(v); }
-  void i32(std::int32_t v) { le(static_cast<std::uint32_t>(v)); }
-  void u64(std::uint64_t v) { le(v); }
-  void i64(std::int64_t v) { le(static_cast<std::uint64_t>(v)); }
-  void str(std::string_view s) {
-    u32(static_cast<std::uint32_t>(s.size()));
-    out_.append(s);
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  template <typename T>
-  void le(T v) {
-    for (std::size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
-  bool u8(std::uint8_t& v) {
-    if (left() < 1) return fail(Status::kBadFrame, "payload ends inside a field");
-    v = bytes_[pos_++];
-    return true;
-  }
-  bool u32(std::uint32_t& v) { return le(v); }
-  bool i32(std::int32_t& v) {
-    std::uint32_t u;
-    if (!le(u)) return false;
-    v = static_cast<std::int32_t>(u);
-    return true;
-  }
-  bool u64(std::uint64_t& v) { return le(v); }
-  bool i64(std::int64_t& v) {
-    std::uint64_t u;
-    if (!le(u)) return false;
-    v = static_cast<std::int64_t>(u);
-    return true;
-  }
-  bool str(std::string& s, std::size_t limit, std::string_view too_long) {
-    std::uint32_t n;
-    if (!u32(n)) return false;
-    if (n > limit) return fail(Status::kLimitExceeded, too_long);
-    if (n > left()) return fail(Status::kBadFrame, "string length runs past the payload");
-    s.assign(reinterpret_cast<const char*>(bytes_.data() + pos_), n);
-    pos_ += n;
-    return true;
-  }
-  bool end() {
-    if (left() != 0) return fail(Status::kBadFrame, "trailing bytes after the last field");
-    return true;
-  }
-  bool fail(Status status, std::string_view what) {
-    if (error_ == Status::kOk) {
-      error_ = status;
-      what_ = what;
-    }
-    return false;
-  }
-  std::size_t left() const { return bytes_.size() - pos_; }
-  Status error() const { return error_; }
-  std::string_view what() const { return what_; }
-
- private:
-  template <typename T>
-  bool le(T& v) {
-    if (left() < sizeof(T)) return fail(Status::kBadFrame, "payload ends inside a field");
-    v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(bytes_[pos_ + i]) << (8 * i);
-    pos_ += sizeof(T);
-    return true;
-  }
-  std::span<const std::uint8_t> bytes_;
-  std::size_t pos_ = 0;
-  Status error_ = Status::kOk;
-  std::string_view what_;
-};
 
 std::uint32_t load32(const std::uint8_t* p) {
   return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
@@ -97,6 +15,8 @@ std::uint32_t load32(const std::uint8_t* p) {
 void store32(std::uint8_t* p, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
+
+}  // namespace
 
 std::string frame(std::uint8_t op, Status status, std::uint32_t request_id, std::string payload) {
   Header h;
@@ -109,6 +29,8 @@ std::string frame(std::uint8_t op, Status status, std::uint32_t request_id, std:
   out += payload;
   return out;
 }
+
+namespace {
 
 void write_body(Writer& w, const Hello& r) {
   w.str(r.token);
@@ -486,111 +408,6 @@ bool parse_request(std::uint8_t op, std::span<const std::uint8_t> payload, Reque
   *error = Status::kBadFrame;
   *what = "unknown op";
   return false;
-}
-
-namespace {
-std::uint8_t reply_op(Op op) {
-  return static_cast<std::uint8_t>(op) | kReplyBit;
-}
-}  // namespace
-
-std::string encode_reply(Op op, std::uint32_t id, const HelloReply& body) {
-  Writer w;
-  w.u8(body.server_version);
-  return frame(reply_op(op), Status::kOk, id, w.take());
-}
-std::string encode_reply(Op op, std::uint32_t id, const JoinReply& body) {
-  Writer w;
-  w.u32(body.index);
-  w.u32(body.size);
-  w.u64(body.offset);
-  w.u64(body.total);
-  return frame(reply_op(op), Status::kOk, id, w.take());
-}
-std::string encode_reply(Op op, std::uint32_t id, const ElasticJoinReply& body) {
-  Writer w;
-  w.u32(body.round);
-  w.u32(body.index);
-  w.u32(body.size);
-  w.u64(body.offset);
-  w.u64(body.total);
-  w.str(body.members);
-  return frame(reply_op(op), Status::kOk, id, w.take());
-}
-std::string encode_reply(Op op, std::uint32_t id, const ValueReply& body) {
-  Writer w;
-  w.str(body.value);
-  return frame(reply_op(op), Status::kOk, id, w.take());
-}
-std::string encode_reply(Op op, std::uint32_t id, const AddReply& body) {
-  Writer w;
-  w.i64(body.value);
-  return frame(reply_op(op), Status::kOk, id, w.take());
-}
-std::string encode_reply(Op op, std::uint32_t id, const CompareSetReply& body) {
-  Writer w;
-  w.u8(body.swapped ? 1 : 0);
-  w.str(body.value);
-  return frame(reply_op(op), Status::kOk, id, w.take());
-}
-std::string encode_reply(Op op, std::uint32_t id, const DeleteReply& body) {
-  Writer w;
-  w.u8(body.existed ? 1 : 0);
-  return frame(reply_op(op), Status::kOk, id, w.take());
-}
-std::string encode_reply(Op op, std::uint32_t id, const EmptyReply&) {
-  return frame(reply_op(op), Status::kOk, id, {});
-}
-std::string encode_error(std::uint8_t op, std::uint32_t id, Status status,
-                         std::string_view message) {
-  if (message.size() > kMaxMessageBytes) message = message.substr(0, kMaxMessageBytes);
-  return frame(op | kReplyBit, status, id, std::string(message));
-}
-
-bool parse_reply(std::span<const std::uint8_t> payload, HelloReply& out) {
-  Reader r(payload);
-  return r.u8(out.server_version) && r.end();
-}
-bool parse_reply(std::span<const std::uint8_t> payload, JoinReply& out) {
-  Reader r(payload);
-  return r.u32(out.index) && r.u32(out.size) && r.u64(out.offset) && r.u64(out.total) && r.end() &&
-         out.index < out.size;
-}
-bool parse_reply(std::span<const std::uint8_t> payload, ElasticJoinReply& out) {
-  Reader r(payload);
-  return r.u32(out.round) && r.u32(out.index) && r.u32(out.size) && r.u64(out.offset) &&
-         r.u64(out.total) && r.str(out.members, kMaxValueBytes, "") && r.end() &&
-         out.index < out.size;
-}
-bool parse_reply(std::span<const std::uint8_t> payload, ValueReply& out) {
-  Reader r(payload);
-  return r.str(out.value, kMaxValueBytes, "") && r.end();
-}
-bool parse_reply(std::span<const std::uint8_t> payload, AddReply& out) {
-  Reader r(payload);
-  return r.i64(out.value) && r.end();
-}
-bool parse_reply(std::span<const std::uint8_t> payload, CompareSetReply& out) {
-  Reader r(payload);
-  std::uint8_t swapped;
-  if (!r.u8(swapped) || !r.str(out.value, kMaxValueBytes, "") || !r.end()) return false;
-  out.swapped = swapped != 0;
-  return true;
-}
-bool parse_reply(std::span<const std::uint8_t> payload, DeleteReply& out) {
-  Reader r(payload);
-  std::uint8_t existed;
-  if (!r.u8(existed) || !r.end()) return false;
-  out.existed = existed != 0;
-  return true;
-}
-bool parse_reply(std::span<const std::uint8_t> payload, EmptyReply&) {
-  return payload.empty();
-}
-
-std::string error_message(std::span<const std::uint8_t> payload) {
-  std::size_t n = payload.size() < kMaxMessageBytes ? payload.size() : kMaxMessageBytes;
-  return std::string(reinterpret_cast<const char*>(payload.data()), n);
 }
 
 std::string sanitize(std::span<const std::uint8_t> bytes, std::size_t max_bytes) {
