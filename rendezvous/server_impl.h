@@ -325,6 +325,8 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   // buffer may move. False when no read should follow (closing, or paused while waiting).
   bool take_torch(const ConnPtr& c, bool compact);
   bool torch_request(const ConnPtr& c, torch::Request& r);
+  // SET, APPEND, MULTI_SET, COMPARE_SET, ADD: changes the key space and wakes its waiters.
+  bool torch_write(const ConnPtr& c, torch::Request& r);
   // False when the connection is closed (the request would pass the memory cap).
   bool torch_hold(const ConnPtr& c, torch::Request r);
   void torch_unhold(Conn& c);

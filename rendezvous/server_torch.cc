@@ -176,6 +176,51 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
     return torch_fail(c, "a request from an earlier attempt's key space");
   }
   std::string out;
+  switch (r.op) {
+    case torch::Op::kSet:
+    case torch::Op::kAppend:
+    case torch::Op::kMultiSet:
+    case torch::Op::kCompareSet:
+    case torch::Op::kAdd:
+      return torch_write(c, r);
+    case torch::Op::kGet:
+    case torch::Op::kWait:
+    case torch::Op::kMultiGet:
+      return torch_hold(c, std::move(r)) && !c->closed;
+    case torch::Op::kCheck: {
+      bool ready = std::all_of(r.keys.begin(), r.keys.end(),
+                               [&](const std::string& k) { return torch_space_.contains(k); });
+      torch::append_u8(out, ready ? torch::kReady : torch::kNotReady);
+      break;
+    }
+    case torch::Op::kGetNumKeys:
+      torch::append_i64(out, static_cast<std::int64_t>(torch_space_.size()));
+      break;
+    case torch::Op::kDeleteKey:
+      torch::append_i64(out, torch_space_.erase(r.keys[0]) ? 1 : 0);
+      break;
+    case torch::Op::kCancelWait:
+      // Answered the same whether a wait was still pending or had ended (its 0 went first).
+      if (t.holding) {
+        torch_forget(*c);
+        torch_unhold(*c);
+      }
+      torch::append_u8(out, torch::kWaitCanceled);
+      break;
+    case torch::Op::kPing:
+      torch::append_u32(out, r.word);
+      break;
+    case torch::Op::kWatchKey:
+      return torch_fail(c, "WATCH_KEY is not served (docs/torch-store.md)");
+    case torch::Op::kValidate:
+      return torch_fail(c, "VALIDATE from a torch 1.13 client");
+  }
+  send(c, std::move(out));
+  return !c->closed;
+}
+
+bool ServerCore::Impl::torch_write(const ConnPtr& c, torch::Request& r) {
+  std::string out;
   auto failed = [&](torch::KeySpace::Result res) {
     if (res == torch::KeySpace::Result::kOk) return false;
     return !torch_fail(c, fmt::format("{} {}: {}", torch::op_name(r.op), quoted(r.keys.at(0)),
@@ -215,40 +260,9 @@ bool ServerCore::Impl::torch_request(const ConnPtr& c, torch::Request& r) {
       torch_notify(r.keys[0]);
       return !c->closed;
     }
-    case torch::Op::kGet:
-    case torch::Op::kWait:
-    case torch::Op::kMultiGet:
-      return torch_hold(c, std::move(r)) && !c->closed;
-    case torch::Op::kCheck: {
-      bool ready = std::all_of(r.keys.begin(), r.keys.end(),
-                               [&](const std::string& k) { return torch_space_.contains(k); });
-      torch::append_u8(out, ready ? torch::kReady : torch::kNotReady);
-      break;
-    }
-    case torch::Op::kGetNumKeys:
-      torch::append_i64(out, static_cast<std::int64_t>(torch_space_.size()));
-      break;
-    case torch::Op::kDeleteKey:
-      torch::append_i64(out, torch_space_.erase(r.keys[0]) ? 1 : 0);
-      break;
-    case torch::Op::kCancelWait:
-      // Answered the same whether a wait was still pending or had ended (its 0 went first).
-      if (t.holding) {
-        torch_forget(*c);
-        torch_unhold(*c);
-      }
-      torch::append_u8(out, torch::kWaitCanceled);
-      break;
-    case torch::Op::kPing:
-      torch::append_u32(out, r.word);
-      break;
-    case torch::Op::kWatchKey:
-      return torch_fail(c, "WATCH_KEY is not served (docs/torch-store.md)");
-    case torch::Op::kValidate:
-      return torch_fail(c, "VALIDATE from a torch 1.13 client");
+    default:
+      return torch_fail(c, fmt::format("{} is not a write", torch::op_name(r.op)));
   }
-  send(c, std::move(out));
-  return !c->closed;
 }
 
 // --- Waiting requests ----------------------------------------------------------------------
