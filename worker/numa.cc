@@ -214,6 +214,91 @@ NumaMachine read_numa_machine(const std::string& root) {
   return m;
 }
 
+namespace {
+
+// What a binding may use: the machine, and the CPUs this launcher may run on (sorted).
+struct Allowed {
+  const NumaMachine& m;
+  std::vector<int> cpus;
+
+  std::vector<int> on(int node) const {
+    auto it = m.node_cpus.find(node);
+    return it == m.node_cpus.end() ? std::vector<int>() : intersect(it->second, cpus);
+  }
+  int node_of(int gpu) const {
+    if (gpu < 0 || gpu >= static_cast<int>(m.gpus.size())) {
+      throw std::runtime_error(fmt::format("GPU {} does not exist: this machine has {} GPU{}", gpu,
+                                           m.gpus.size(), m.gpus.size() == 1 ? "" : "s"));
+    }
+    return m.gpus[gpu].numa_node;
+  }
+};
+
+// Where gpu stands among the GPUs that share its NUMA node (node_gpus, in index order), and how
+// many those are.
+struct Peers {
+  std::size_t index = 0;
+  std::size_t count = 0;
+};
+
+Peers peers_of(const Allowed& a, int gpu, int node, const std::vector<int>& node_gpus) {
+  std::vector<int> peers;
+  for (int g : node_gpus) {
+    if (a.node_of(g) == node) peers.push_back(g);
+  }
+  std::sort(peers.begin(), peers.end());
+  if (std::find(peers.begin(), peers.end(), gpu) == peers.end()) {
+    peers.insert(std::upper_bound(peers.begin(), peers.end(), gpu), gpu);
+  }
+  auto index = static_cast<std::size_t>(std::find(peers.begin(), peers.end(), gpu) - peers.begin());
+  return {index, peers.size()};
+}
+
+// socket: every allowed CPU of the GPU's package, memory from each of its nodes.
+void bind_socket(const Allowed& a, const std::vector<int>& node_cpus, NumaBinding& b) {
+  int socket = lookup(a.m.cpu_package, node_cpus.front());
+  b.mem_nodes.clear();
+  for (const auto& [node, cpus] : a.m.node_cpus) {
+    auto mine = a.on(node);
+    if (mine.empty() || lookup(a.m.cpu_package, mine.front()) != socket) continue;
+    b.cpus.insert(b.cpus.end(), mine.begin(), mine.end());
+    b.mem_nodes.push_back(node);
+  }
+  std::sort(b.cpus.begin(), b.cpus.end());
+}
+
+// exclusive: the node's physical cores shared out among its GPUs, none shared.
+void bind_exclusive(const Allowed& a, const std::vector<int>& node_cpus, Peers peers,
+                    NumaBinding& b) {
+  auto cores = group_by(node_cpus, [&](int c) { return lookup(a.m.cpu_core, c); });
+  std::size_t n = peers.count, per = cores.size() / n, extra = cores.size() % n;
+  if (per < 1) {
+    throw std::runtime_error(
+        fmt::format("--numa_binding=exclusive: NUMA node {} has {} physical core{} for its {} GPUs",
+                    b.numa_node, cores.size(), cores.size() == 1 ? "" : "s", n));
+  }
+  // As torch: the lowest GPU indices get one core more when the split is uneven.
+  std::size_t index = peers.index;
+  std::size_t start = index * per + std::min(index, extra);
+  std::size_t end = start + per + (index < extra ? 1 : 0);
+  for (std::size_t k = start; k < end; ++k) {
+    b.cpus.insert(b.cpus.end(), cores[k].begin(), cores[k].end());
+  }
+  std::sort(b.cpus.begin(), b.cpus.end());
+}
+
+// core-complex: one group of CPUs sharing a last-level cache per GPU.
+std::vector<int> core_complex_cpus(const Allowed& a, const std::vector<int>& node_cpus,
+                                   Peers peers) {
+  auto groups = group_by(node_cpus, [&](int c) { return lookup(a.m.cpu_llc, c); });
+  // Larger groups first, then lower CPUs (torch's order); GPUs wrap around them.
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& x, const auto& y) { return x.size() > y.size(); });
+  return groups[peers.index % groups.size()];
+}
+
+}  // namespace
+
 std::vector<NumaBinding> plan_numa_binding(const NumaMachine& m, NumaMode mode,
                                            const std::vector<int>& worker_gpus,
                                            const std::vector<int>& node_gpus,
@@ -227,82 +312,34 @@ std::vector<NumaBinding> plan_numa_binding(const NumaMachine& m, NumaMode mode,
     throw std::runtime_error(
         "no NUMA node in /sys/devices/system/node (a kernel without NUMA support?)");
   }
-  std::vector<int> allowed = allowed_cpus;
-  std::sort(allowed.begin(), allowed.end());
-  auto allowed_on = [&](int node) {
-    auto it = m.node_cpus.find(node);
-    return it == m.node_cpus.end() ? std::vector<int>() : intersect(it->second, allowed);
-  };
-  auto gpu_node = [&](int gpu) {
-    if (gpu < 0 || gpu >= static_cast<int>(m.gpus.size())) {
-      throw std::runtime_error(fmt::format("GPU {} does not exist: this machine has {} GPU{}", gpu,
-                                           m.gpus.size(), m.gpus.size() == 1 ? "" : "s"));
-    }
-    return m.gpus[gpu].numa_node;
-  };
+  Allowed allowed{m, allowed_cpus};
+  std::sort(allowed.cpus.begin(), allowed.cpus.end());
   std::vector<NumaBinding> out;
   for (int gpu : worker_gpus) {
     NumaBinding b;
     b.gpu = gpu;
-    b.numa_node = gpu_node(gpu);
-    std::vector<int> node_cpus = allowed_on(b.numa_node);
+    b.numa_node = allowed.node_of(gpu);
+    std::vector<int> node_cpus = allowed.on(b.numa_node);
     if (node_cpus.empty()) {
       throw std::runtime_error(
           fmt::format("GPU {} ({}) is on NUMA node {}, where mlrun may run on no CPU (allowed: {})",
-                      gpu, m.gpus[gpu].pci, b.numa_node, format_cpu_list(allowed)));
+                      gpu, m.gpus[gpu].pci, b.numa_node, format_cpu_list(allowed.cpus)));
     }
     b.mem_nodes = {b.numa_node};
-    // The GPUs that share this node, in index order, and where this one stands among them.
-    std::vector<int> peers;
-    for (int g : node_gpus) {
-      if (gpu_node(g) == b.numa_node) peers.push_back(g);
-    }
-    std::sort(peers.begin(), peers.end());
-    if (std::find(peers.begin(), peers.end(), gpu) == peers.end()) {
-      peers.insert(std::upper_bound(peers.begin(), peers.end(), gpu), gpu);
-    }
-    std::size_t index = std::find(peers.begin(), peers.end(), gpu) - peers.begin();
+    Peers peers = peers_of(allowed, gpu, b.numa_node, node_gpus);
     switch (mode) {
       case NumaMode::kNode:
         b.cpus = node_cpus;
         break;
-      case NumaMode::kSocket: {
-        int socket = lookup(m.cpu_package, node_cpus.front());
-        b.mem_nodes.clear();
-        for (const auto& [node, cpus] : m.node_cpus) {
-          auto mine = allowed_on(node);
-          if (mine.empty() || lookup(m.cpu_package, mine.front()) != socket) continue;
-          b.cpus.insert(b.cpus.end(), mine.begin(), mine.end());
-          b.mem_nodes.push_back(node);
-        }
-        std::sort(b.cpus.begin(), b.cpus.end());
+      case NumaMode::kSocket:
+        bind_socket(allowed, node_cpus, b);
         break;
-      }
-      case NumaMode::kExclusive: {
-        auto cores = group_by(node_cpus, [&](int c) { return lookup(m.cpu_core, c); });
-        std::size_t n = peers.size(), per = cores.size() / n, extra = cores.size() % n;
-        if (per < 1) {
-          throw std::runtime_error(fmt::format(
-              "--numa_binding=exclusive: NUMA node {} has {} physical core{} for its {} GPUs",
-              b.numa_node, cores.size(), cores.size() == 1 ? "" : "s", n));
-        }
-        // As torch: the lowest GPU indices get one core more when the split is uneven.
-        std::size_t start = index * per + std::min(index, extra);
-        std::size_t end = start + per + (index < extra ? 1 : 0);
-        for (std::size_t k = start; k < end; ++k) {
-          b.cpus.insert(b.cpus.end(), cores[k].begin(), cores[k].end());
-        }
-        std::sort(b.cpus.begin(), b.cpus.end());
+      case NumaMode::kExclusive:
+        bind_exclusive(allowed, node_cpus, peers, b);
         break;
-      }
-      case NumaMode::kCoreComplex: {
-        auto groups = group_by(node_cpus, [&](int c) { return lookup(m.cpu_llc, c); });
-        // Larger groups first, then lower CPUs (torch's order); GPUs wrap around them.
-        std::stable_sort(groups.begin(), groups.end(),
-                         [](const auto& a, const auto& b) { return a.size() > b.size(); });
-        b.cpus = groups[index % groups.size()];
+      case NumaMode::kCoreComplex:
+        b.cpus = core_complex_cpus(allowed, node_cpus, peers);
         break;
-      }
     }
     out.push_back(std::move(b));
   }
