@@ -24,33 +24,16 @@
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 
+#include "transport/ssh_session_impl.h"
 #include "worker/log.h"
 
 namespace mlrun {
 namespace {
 
-// A pump stops reading the channel while this much output waits for its reader: SSH's window
-// then holds the remote command back instead of the head's memory growing.
-constexpr size_t kMaxPendingOutput = 1 << 20;
 // connect_all never runs more connection threads than this at once.
 constexpr size_t kMaxConnectThreads = 256;
-// The pump's poll() wakes at least this often to re-check the session (belt and braces: every
-// state change should also make an fd readable).
-constexpr int kPumpPollMs = 1000;
 
 void discard_libssh_log(int, const char*, const char*, void*) {}
-
-// libssh's log level and log callback are thread-local, so every thread that calls into libssh
-// installs the no-op callback: nothing libssh says may reach the user's terminal, whatever
-// LogLevel ~/.ssh/config sets.
-void quiet_libssh() {
-  thread_local bool quiet = false;
-  if (!quiet) {
-    ssh_set_log_callback(discard_libssh_log);
-    ssh_set_log_level(SSH_LOG_NOLOG);
-    quiet = true;
-  }
-}
 
 // libssh asks for key passphrases through this; mlrun never prompts. Without it libssh would
 // fall back to OpenSSL's terminal prompt for PEM keys.
@@ -80,21 +63,22 @@ int signal_number(const std::string& name) {
   return 0;
 }
 
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
-// A pipe whose ends are both close-on-exec and non-blocking.
-std::pair<int, int> make_pipe() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    throw std::system_error(errno, std::generic_category(), "pipe2");
-  }
-  return {fds[0], fds[1]};
-}
-
 }  // namespace
+
+namespace ssh_detail {
+
+void quiet_libssh() {
+  thread_local bool quiet = false;
+  if (!quiet) {
+    ssh_set_log_callback(discard_libssh_log);
+    ssh_set_log_level(SSH_LOG_NOLOG);
+    quiet = true;
+  }
+}
+
+}  // namespace ssh_detail
+
+using ssh_detail::quiet_libssh;
 
 SshError::SshError(Kind kind, std::string host, const std::string& message)
     : std::runtime_error(host + ": " + message), kind_(kind), host_(std::move(host)) {}
@@ -109,50 +93,7 @@ int RemoteExit::status() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Session
-
-struct SshSession::Impl {
-  std::string host;     // as the user wrote it
-  std::string address;  // after ~/.ssh/config's HostName
-  int port = 22;
-  std::string user;
-  std::string ssh_dir;
-  ssh_session session = nullptr;
-  ssh_callbacks_struct callbacks{};
-  // The socket, published for RemoteCommand::stop(), which shuts it down from another thread
-  // to break any blocking libssh call. Guarded by fd_mutex; -1 once the session is gone.
-  std::mutex fd_mutex;
-  int socket_fd = -1;
-
-  Impl() = default;
-  Impl(const Impl&) = delete;
-  ~Impl() {
-    if (session != nullptr) {
-      disconnect();
-      ssh_free(session);
-    }
-  }
-
-  // Ends the connection; the session stays allocated (its error text stays readable).
-  void disconnect() {
-    {
-      std::lock_guard lock(fd_mutex);
-      socket_fd = -1;
-    }
-    quiet_libssh();
-    ssh_disconnect(session);
-  }
-
-  std::string error() const { return session ? ssh_get_error(session) : "no session"; }
-  std::string where() const { return port == 22 ? address : fmt::format("{}:{}", address, port); }
-  // How known_hosts and ssh-keygen -R name this host.
-  std::string known_hosts_name() const {
-    return port == 22 ? address : fmt::format("[{}]:{}", address, port);
-  }
-  SshError fail(SshError::Kind kind, const std::string& message) const {
-    return SshError(kind, host, message);
-  }
-};
+// Session (its state, SshSession::Impl, is in ssh_session_impl.h)
 
 namespace {
 
@@ -386,335 +327,6 @@ std::vector<std::variant<SshSession, SshError>> connect_all(const std::vector<Ss
   results.reserve(targets.size());
   for (auto& slot : slots) results.push_back(std::move(*slot));
   return results;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pumping one command's channel
-
-namespace {
-
-// One stream's bytes on their way from the channel to an fd.
-struct Sink {
-  int fd = -1;
-  std::string pending;
-  bool broken = false;  // the reader went away: drop further bytes
-
-  // Writes what the fd takes now.
-  void flush() {
-    while (!pending.empty() && !broken) {
-      ssize_t n = ::write(fd, pending.data(), pending.size());
-      if (n > 0) {
-        pending.erase(0, static_cast<size_t>(n));
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return;
-      } else {
-        broken = true;
-        pending.clear();
-      }
-    }
-  }
-  void add(const void* data, uint32_t len) {
-    if (!broken) pending.append(static_cast<const char*>(data), len);
-  }
-};
-
-struct ChannelState {
-  Sink out, err;
-  bool exited = false;
-  int exit_code = -1;
-  std::string signal;
-};
-
-int on_channel_data(ssh_session, ssh_channel, void* data, uint32_t len, int is_stderr,
-                    void* userdata) {
-  auto* st = static_cast<ChannelState*>(userdata);
-  (is_stderr ? st->err : st->out).add(data, len);
-  return static_cast<int>(len);  // all consumed: libssh grows the window again
-}
-
-void on_exit_status(ssh_session, ssh_channel, int status, void* userdata) {
-  auto* st = static_cast<ChannelState*>(userdata);
-  st->exited = true;
-  st->exit_code = status;
-}
-
-void on_exit_signal(ssh_session, ssh_channel, const char* signal, int, const char*, const char*,
-                    void* userdata) {
-  auto* st = static_cast<ChannelState*>(userdata);
-  st->exited = true;
-  st->signal = signal != nullptr ? signal : "?";
-}
-
-enum class Control : char { kCloseStdin = 'e', kStop = 's' };
-
-// Runs command on the session and copies its output to out_fd / err_fd until it ends.
-// control_fd (or -1) carries Control bytes from other threads; stopped tells a stop from a
-// lost connection. Call it on a thread with SIGPIPE blocked (pump_thread), so that a reader
-// that went away is an EPIPE here.
-RemoteExit pump(SshSession::Impl& s, const std::string& command, std::string_view stdin_data,
-                bool keep_stdin_open, int out_fd, int err_fd, int control_fd,
-                const std::atomic<bool>* stopped) {
-  quiet_libssh();
-  RemoteExit result;
-  auto fail = [&](SshError::Kind kind, std::string message) {
-    result.error = std::move(message);
-    result.error_kind = kind;
-    return result;
-  };
-  auto is_stopped = [&] { return stopped != nullptr && stopped->load(); };
-
-  ChannelState st;
-  st.out.fd = out_fd;
-  st.err.fd = err_fd;
-  ssh_channel_callbacks_struct callbacks{};
-  ssh_callbacks_init(&callbacks);
-  callbacks.userdata = &st;
-  callbacks.channel_data_function = on_channel_data;
-  callbacks.channel_exit_status_function = on_exit_status;
-  callbacks.channel_exit_signal_function = on_exit_signal;
-
-  struct ChannelGuard {
-    ssh_channel channel;
-    ~ChannelGuard() {
-      if (channel != nullptr) {
-        if (ssh_channel_is_open(channel)) ssh_channel_close(channel);
-        ssh_channel_free(channel);
-      }
-    }
-  } guard{ssh_channel_new(s.session)};
-  ssh_channel channel = guard.channel;
-  if (channel == nullptr) return fail(SshError::Kind::kChannel, "cannot create a channel");
-  if (ssh_channel_open_session(channel) != SSH_OK) {
-    return fail(is_stopped() ? SshError::Kind::kLost : SshError::Kind::kChannel,
-                is_stopped() ? "stopped before the command started"
-                             : fmt::format("cannot open a session channel: {}", s.error()));
-  }
-  ssh_set_channel_callbacks(channel, &callbacks);
-  if (ssh_channel_request_exec(channel, command.c_str()) != SSH_OK) {
-    return fail(is_stopped() ? SshError::Kind::kLost : SshError::Kind::kChannel,
-                is_stopped() ? "stopped before the command started"
-                             : fmt::format("cannot run the command: {}", s.error()));
-  }
-  // The payload is small (a token and an environment): the initial window takes it whole.
-  for (size_t done = 0; done < stdin_data.size();) {
-    int n = ssh_channel_write(channel, stdin_data.data() + done,
-                              static_cast<uint32_t>(stdin_data.size() - done));
-    if (n == SSH_ERROR) {
-      return fail(SshError::Kind::kLost,
-                  is_stopped() ? "stopped" : fmt::format("cannot write stdin: {}", s.error()));
-    }
-    done += static_cast<size_t>(n);
-  }
-  bool stdin_open = true;
-  if (!keep_stdin_open) {
-    ssh_channel_send_eof(channel);
-    stdin_open = false;
-  }
-
-  ssh_event event = ssh_event_new();
-  if (event == nullptr || ssh_event_add_session(event, s.session) != SSH_OK) {
-    if (event != nullptr) ssh_event_free(event);
-    return fail(SshError::Kind::kChannel, "cannot create a libssh event");
-  }
-  struct EventGuard {
-    ssh_event event;
-    ssh_session session;
-    ~EventGuard() {
-      ssh_event_remove_session(event, session);
-      ssh_event_free(event);
-    }
-  } event_guard{event, s.session};
-
-  for (;;) {
-    if (control_fd >= 0) {
-      char buf[64];
-      ssize_t n;
-      while ((n = ::read(control_fd, buf, sizeof buf)) > 0) {
-        for (ssize_t i = 0; i < n; ++i) {
-          if (buf[i] == static_cast<char>(Control::kCloseStdin) && stdin_open) {
-            ssh_channel_send_eof(channel);
-            stdin_open = false;
-          }
-        }
-      }
-    }
-    if (is_stopped()) return fail(SshError::Kind::kLost, "stopped by the launcher");
-
-    st.out.flush();
-    st.err.flush();
-    const size_t pending = st.out.pending.size() + st.err.pending.size();
-    if (pending < kMaxPendingOutput) {
-      // Processes whatever the socket has: data, exit status and close arrive via callbacks.
-      ssh_event_dopoll(event, 0);
-      st.out.flush();
-      st.err.flush();
-    }
-    const bool drained = st.out.pending.empty() && st.err.pending.empty();
-    const bool closed = ssh_channel_is_closed(channel) != 0;
-    const bool eof = closed || ssh_channel_is_eof(channel) != 0;
-    if (drained && eof && (st.exited || closed)) break;
-    if (ssh_is_connected(s.session) == 0 || ssh_get_fd(s.session) < 0) {
-      if (is_stopped()) return fail(SshError::Kind::kLost, "stopped by the launcher");
-      return fail(
-          SshError::Kind::kLost,
-          fmt::format("connection to {} lost while the command ran: {}", s.where(), s.error()));
-    }
-
-    pollfd fds[4];
-    nfds_t nfds = 0;
-    if (control_fd >= 0) fds[nfds++] = {control_fd, POLLIN, 0};
-    if (st.out.pending.size() + st.err.pending.size() < kMaxPendingOutput) {
-      fds[nfds++] = {ssh_get_fd(s.session), POLLIN, 0};
-    }
-    if (!st.out.pending.empty()) fds[nfds++] = {st.out.fd, POLLOUT, 0};
-    if (!st.err.pending.empty()) fds[nfds++] = {st.err.fd, POLLOUT, 0};
-    if (::poll(fds, nfds, kPumpPollMs) < 0 && errno != EINTR) {
-      return fail(SshError::Kind::kLost, fmt::format("poll: {}", std::strerror(errno)));
-    }
-  }
-  if (!st.exited) {
-    if (is_stopped()) return fail(SshError::Kind::kLost, "stopped by the launcher");
-    // A broken connection also marks its channels closed: tell that from a clean close.
-    if (ssh_is_connected(s.session) == 0 ||
-        (ssh_get_status(s.session) & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0) {
-      return fail(
-          SshError::Kind::kLost,
-          fmt::format("connection to {} lost while the command ran: {}", s.where(), s.error()));
-    }
-    return fail(SshError::Kind::kLost,
-                fmt::format("{} closed the channel without an exit status", s.where()));
-  }
-  result.exit_code = st.signal.empty() ? st.exit_code : -1;
-  result.signal = st.signal;
-  return result;
-}
-
-// Runs fn on a fresh thread with SIGPIPE blocked, so that a reader closing its pipe end shows
-// up as EPIPE in the pump and never as a signal to the process. The thread's pending SIGPIPE
-// dies with it.
-template <typename Fn>
-std::thread pump_thread(Fn fn) {
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &block, &old);  // the new thread inherits this mask
-  std::thread t(std::move(fn));
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return t;
-}
-
-}  // namespace
-
-RemoteExit SshSession::run(const std::string& command, std::string_view stdin_data, int stdout_fd,
-                           int stderr_fd) {
-  RemoteExit result;
-  std::thread t = pump_thread([&] {
-    result = pump(*impl_, command, stdin_data, /*keep_stdin_open=*/false, stdout_fd, stderr_fd,
-                  /*control_fd=*/-1, nullptr);
-  });
-  t.join();
-  return result;
-}
-
-// ---------------------------------------------------------------------------------------------
-// RemoteCommand
-
-struct RemoteCommand::State {
-  std::string host;
-  std::unique_ptr<SshSession::Impl> session;
-  int stdout_r = -1, stdout_w = -1;
-  int stderr_r = -1, stderr_w = -1;
-  int done_r = -1, done_w = -1;
-  int control_r = -1, control_w = -1;
-  std::atomic<bool> stopped{false};
-  std::thread thread;
-  RemoteExit result;
-
-  ~State() {
-    for (int* fd :
-         {&stdout_r, &stdout_w, &stderr_r, &stderr_w, &done_r, &done_w, &control_r, &control_w}) {
-      close_fd(*fd);
-    }
-  }
-};
-
-RemoteCommand::RemoteCommand(std::unique_ptr<State> state) : state_(std::move(state)) {}
-RemoteCommand::RemoteCommand(RemoteCommand&&) noexcept = default;
-RemoteCommand& RemoteCommand::operator=(RemoteCommand&& other) noexcept {
-  if (this != &other) {
-    if (state_) {
-      stop();
-      wait();
-    }
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
-RemoteCommand::~RemoteCommand() {
-  if (state_) {
-    stop();
-    wait();
-  }
-}
-
-RemoteCommand RemoteCommand::start(SshSession session, std::string command,
-                                   std::string stdin_data) {
-  auto st = std::make_unique<State>();
-  st->host = session.host();
-  st->session = std::move(session.impl_);
-  std::tie(st->stdout_r, st->stdout_w) = make_pipe();
-  std::tie(st->stderr_r, st->stderr_w) = make_pipe();
-  std::tie(st->done_r, st->done_w) = make_pipe();
-  std::tie(st->control_r, st->control_w) = make_pipe();
-  State* raw = st.get();
-  raw->thread = pump_thread(
-      [raw, command = std::move(command), stdin_data = std::move(stdin_data)]() mutable {
-        raw->result = pump(*raw->session, command, stdin_data, /*keep_stdin_open=*/true,
-                           raw->stdout_w, raw->stderr_w, raw->control_r, &raw->stopped);
-        // Disconnect now, not when the object dies: the remote side sees the session end.
-        raw->session->disconnect();
-        close_fd(raw->stdout_w);
-        close_fd(raw->stderr_w);
-        close_fd(raw->done_w);  // done_r reads EOF from here on: readable for good
-      });
-  return RemoteCommand(std::move(st));
-}
-
-const std::string& RemoteCommand::host() const {
-  return state_->host;
-}
-int RemoteCommand::stdout_fd() const {
-  return state_->stdout_r;
-}
-int RemoteCommand::stderr_fd() const {
-  return state_->stderr_r;
-}
-int RemoteCommand::done_fd() const {
-  return state_->done_r;
-}
-
-void RemoteCommand::close_stdin() {
-  char c = static_cast<char>(Control::kCloseStdin);
-  [[maybe_unused]] ssize_t n = ::write(state_->control_w, &c, 1);
-}
-
-void RemoteCommand::stop() {
-  if (state_->stopped.exchange(true)) return;
-  char c = static_cast<char>(Control::kStop);
-  [[maybe_unused]] ssize_t n = ::write(state_->control_w, &c, 1);
-  // Breaks a pump blocked inside libssh (opening the channel, writing stdin) at once; the
-  // remote sshd sees the connection end and closes the command's stdin.
-  if (auto* s = state_->session.get()) {
-    std::lock_guard lock(s->fd_mutex);
-    if (s->socket_fd >= 0) ::shutdown(s->socket_fd, SHUT_RDWR);
-  }
-}
-
-RemoteExit RemoteCommand::wait() {
-  if (state_->thread.joinable()) state_->thread.join();
-  return state_->result;
 }
 
 }  // namespace mlrun

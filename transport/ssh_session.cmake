@@ -4,7 +4,8 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBSSH REQUIRED IMPORTED_TARGET libssh)
 find_package(fmt REQUIRED)
 
-add_library(mlrun_ssh STATIC ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc)
+add_library(mlrun_ssh STATIC ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_channel.cc)
 target_include_directories(mlrun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(mlrun_ssh PUBLIC Threads::Threads PRIVATE PkgConfig::LIBSSH fmt::fmt mlrun_worker)
 

@@ -93,7 +93,7 @@ class SshSession {
   RemoteExit run(const std::string& command, std::string_view stdin_data, int stdout_fd,
                  int stderr_fd);
 
-  struct Impl;  // libssh state; public so that ssh.cc's helpers can name it
+  struct Impl;  // libssh state (transport/ssh_session_impl.h); public so helpers can name it
 
  private:
   explicit SshSession(std::unique_ptr<Impl> impl);
