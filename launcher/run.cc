@@ -141,7 +141,7 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   Lifeline lifeline = Lifeline::start();
   // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
   signal(SIGPIPE, SIG_IGN);
-  if (o.backend == "mpi") return launch_mpi(o, plan, lifeline);
+  if (o.backend == "mpi") return mpi::launch_mpi(o, plan, lifeline);
   if (on_hosts(o)) return launch_on_hosts(o, plan, lifeline);
   // 4. The rendezvous: this launcher serves it (one node; node 0 or the endpoint's owner of a
   //    multi-node job), or joins another node's.

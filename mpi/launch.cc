@@ -24,7 +24,7 @@
 #include "worker/net.h"
 #include "worker/process.h"
 
-namespace mlrun {
+namespace mlrun::mpi {
 namespace {
 
 namespace fs = std::filesystem;
@@ -215,4 +215,4 @@ int launch_mpi(const Options& o, const LaunchPlan& plan, Lifeline& lifeline) {
   return agent.run();
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::mpi

@@ -7,10 +7,10 @@
 #include "launcher/plan.h"
 #include "worker/lifeline.h"
 
-namespace mlrun {
+namespace mlrun::mpi {
 
 /// Runs the planned job through mpirun and returns the exit code (mpirun's: the first failed
 /// rank's, or 128+N after signal N).
 int launch_mpi(const Options& options, const LaunchPlan& plan, Lifeline& lifeline);
 
-}  // namespace mlrun
+}  // namespace mlrun::mpi

@@ -10,7 +10,7 @@
 
 #include "worker/env.h"
 
-namespace mlrun {
+namespace mlrun::mpi {
 namespace {
 
 bool valid_variable_name(std::string_view name) {
@@ -191,4 +191,4 @@ std::vector<MpiOutputPiece> parse_mpi_output_line(std::string_view line) {
   return pieces;
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::mpi

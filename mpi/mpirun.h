@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace mlrun {
+namespace mlrun::mpi {
 
 /// One host of the plan, in rank order: it runs the next `slots` ranks.
 struct MpiHost {
@@ -85,4 +85,4 @@ struct MpiOutputPiece {
 /// kUntagged piece. The pieces point into line.
 std::vector<MpiOutputPiece> parse_mpi_output_line(std::string_view line);
 
-}  // namespace mlrun
+}  // namespace mlrun::mpi

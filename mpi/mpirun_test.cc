@@ -10,7 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace mlrun {
+namespace mlrun::mpi {
 namespace {
 
 using ::testing::Contains;
@@ -236,4 +236,4 @@ TEST(ParseMpiOutputLine, BracketsInTheTextAreText) {
 }
 
 }  // namespace
-}  // namespace mlrun
+}  // namespace mlrun::mpi
