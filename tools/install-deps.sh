@@ -6,7 +6,7 @@ packages=(
   libboost-dev libssh-dev libspdlog-dev libfmt-dev libgloo-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev openssh-server openssh-client python3-torch
-  clang-14 libclang-rt-14-dev iproute2 procps psmisc time nftables
+  clang-14 libclang-rt-14-dev clang-tidy iproute2 procps psmisc time nftables
   debootstrap  # tools/torch26-chroot.sh: Debian 13's torch 2.6 for the --store mlrun tests
   slurmctld slurmd slurm-client munge
 )

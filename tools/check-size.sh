@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Holds issue 10's size line (docs/coding-guidelines.md rule 14): in the folders below, no function
+# over 80 lines and no source file over 600 lines. Exits 1 and prints each offender as
+#   FILE:LINE: function 'NAME' is N lines (limit 80)
+#   FILE: N lines (limit 600)
+# Test sources (*_test.cc, *_fuzz.cc) are exempt from both limits: a test file is a list of cases,
+# not a program to read top to bottom.
+#
+# Usage: tools/check-size.sh [BUILD_DIR]   (default build/; needs BUILD_DIR/compile_commands.json,
+# which CMakeLists.txt writes: CMAKE_EXPORT_COMPILE_COMMANDS). Runs clang-tidy's
+# readability-function-size on every translation unit there in parallel, one job per core.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${1:-build}
+folders=(launcher worker rendezvous hostfiles transport coordinator doctor mpi)
+max_function_lines=80
+max_file_lines=600
+
+if [ ! -f "$build/compile_commands.json" ]; then
+  echo "check-size: $build/compile_commands.json not found: configure with cmake first" >&2
+  exit 2
+fi
+if ! command -v clang-tidy >/dev/null; then
+  echo "check-size: clang-tidy not found (tools/install-deps.sh installs it)" >&2
+  exit 2
+fi
+
+is_test() { [[ $1 == *_test.cc || $1 == *_fuzz.cc ]]; }
+
+if ! tracked=$(git ls-files -- "${folders[@]/%//*.cc}" "${folders[@]/%//*.h}") || [ -z "$tracked" ]; then
+  echo "check-size: no source files from git ls-files (not a git checkout?): nothing checked" >&2
+  exit 2
+fi
+sources=()
+for f in $tracked; do
+  is_test "$f" || sources+=("$f")
+done
+
+failed=0
+# File length: every tracked non-test .h and .cc in the folders.
+for f in "${sources[@]}"; do
+  n=$(wc -l <"$f")
+  if [ "$n" -gt "$max_file_lines" ]; then
+    echo "$f: $n lines (limit $max_file_lines)"
+    failed=1
+  fi
+done
+
+# Function length: clang-tidy on each .cc; headers of the folders are checked through the
+# translation units that include them (--header-filter), each finding printed once.
+units=()
+for f in "${sources[@]}"; do [[ $f == *.cc ]] && units+=("$root/$f"); done
+header_filter="^$root/($(
+  IFS='|'
+  echo "${folders[*]}"
+))/"
+config="{CheckOptions: [{key: readability-function-size.LineThreshold, value: $max_function_lines}]}"
+reports=$(mktemp -d)
+trap 'rm -rf "$reports"' EXIT
+export build config header_filter reports
+# One report file per unit: parallel clang-tidys writing to one stream could interleave lines.
+# clang-tidy exits nonzero only when a unit does not compile: then the check has not been made.
+if ! printf '%s\n' "${units[@]}" |
+  xargs -P "$(nproc)" -I{} sh -c 'f={}; out="$reports/$(echo "$f" | tr / _).txt"
+    clang-tidy -p "$build" --quiet --checks="-*,readability-function-size" \
+      --config="$config" --header-filter="$header_filter" "$f" >"$out" 2>/dev/null ||
+      { echo "check-size: clang-tidy failed on $f:" >&2; grep -E "error: " "$out" >&2; exit 1; }'
+then
+  echo "check-size: clang-tidy could not parse a translation unit (above): sizes not checked" >&2
+  exit 2
+fi
+# clang-tidy prints "FILE:L:C: warning: function 'F' exceeds recommended size/complexity thresholds"
+# and then a note "N lines including whitespace and comments (threshold 80)".
+findings=$(awk -v root="$root/" '
+  /warning: function .* exceeds recommended size/ {
+    loc = $1; sub(/:[0-9]+:$/, "", loc); sub(root, "", loc)
+    match($0, /function \x27[^\x27]*\x27/); name = substr($0, RSTART + 9, RLENGTH - 9)
+    next
+  }
+  /note: [0-9]+ lines including whitespace and comments/ && loc != "" {
+    match($0, /note: [0-9]+ lines/); n = substr($0, RSTART + 6, RLENGTH - 12)
+    print loc ": function " name " is " n " lines (limit " '"$max_function_lines"' ")"
+    loc = ""
+  }' "$reports"/*.txt | sort -u)
+if [ -n "$findings" ]; then
+  echo "$findings"
+  failed=1
+fi
+[ "$failed" -eq 0 ] && echo "check-size: ok (${#sources[@]} files, ${#units[@]} translation units)"
+exit "$failed"
