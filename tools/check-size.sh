@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Holds issue 10's size line (docs/coding-guidelines.md rule 14): in the folders below, no function
+# Holds issue 10's size line (docs/coding-guidelines.md rule 15): in the folders below, no function
 # over 80 lines and no source file over 600 lines. Exits 1 and prints each offender as
 #   FILE:LINE: function 'NAME' is N lines (limit 80)
 #   FILE: N lines (limit 600)
