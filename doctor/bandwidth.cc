@@ -1,4 +1,5 @@
 #include "doctor/bandwidth.h"
+
 #include "launcher/options.h"
 
 #include <unistd.h>
@@ -33,7 +34,7 @@
 #include <mlrun/gloo_store.hpp>
 #endif
 
-namespace mlrun {
+namespace mlrun::doctor {
 namespace {
 
 std::string bytes_text(std::size_t b) {
@@ -69,57 +70,47 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
   return v * mult;
 }
 
-bool parse_sweep_flag(const std::vector<std::string>& args, std::size_t& i, SweepOptions& o,
-                      std::vector<std::string>& errors) {
-  FlagToken token = split_flag(args[i]);
-  std::string arg = token.name;
-  std::string value = token.value;
-  bool has_value = token.has_value;
-  static const std::map<std::string, std::string> names = {{"-b", "-b"},
-                                                           {"--minbytes", "-b"},
-                                                           {"-e", "-e"},
-                                                           {"--maxbytes", "-e"},
-                                                           {"-f", "-f"},
-                                                           {"--stepfactor", "-f"},
-                                                           {"-n", "-n"},
-                                                           {"--iters", "-n"},
-                                                           {"-w", "-w"},
-                                                           {"--warmup_iters", "-w"},
-                                                           {"--op_timeout", "--op-timeout"}};
-  auto it = names.find(arg);
-  if (it == names.end()) return false;
-  const std::string& flag = it->second;
-  if (!has_value) {
-    if (i + 1 >= args.size()) {
-      errors.push_back(fmt::format("doctor: {} needs a value", args[i]));
-      return true;
-    }
-    value = args[++i];
-  }
-  if (flag == "-b" || flag == "-e") {
-    auto size = parse_byte_size(value);
-    if (!size || *size > (std::size_t{8} << 30)) {
-      errors.push_back(
-          fmt::format("doctor: {} {}: expected a size such as 8, 64K, 128M, 1G", flag, value));
-    } else {
-      (flag == "-b" ? o.min_bytes : o.max_bytes) = *size;
-    }
-  } else if (flag == "-f") {
-    if (!parse_int(value, o.factor, 2, 1024)) {
-      errors.push_back(fmt::format("doctor: -f {}: expected a factor from 2 to 1024", value));
-    }
-  } else if (flag == "-n") {
-    if (!parse_int(value, o.iters, 1, 1000000)) {
-      errors.push_back(fmt::format("doctor: -n {}: expected 1 or more iterations", value));
-    }
-  } else if (flag == "-w") {
-    if (!parse_int(value, o.warmup, 0, 1000000)) {
-      errors.push_back(fmt::format("doctor: -w {}: expected 0 or more warm-up iterations", value));
-    }
-  } else if (!parse_int(value, o.timeout_s, 1, 86400)) {
-    errors.push_back(fmt::format("doctor: --op-timeout {}: expected seconds (1 to 86400)", value));
-  }
-  return true;
+FlagTable sweep_flag_table(SweepOptions& o, std::vector<std::string>& errors) {
+  auto size = [&errors](std::size_t& field) {
+    return [&field, &errors](const std::string& flag, const std::string& v) {
+      auto bytes = parse_byte_size(v);
+      if (!bytes || *bytes > (std::size_t{8} << 30)) {
+        errors.push_back(
+            fmt::format("doctor: {} {}: expected a size such as 8, 64K, 128M, 1G", flag, v));
+      } else {
+        field = *bytes;
+      }
+    };
+  };
+  auto number = [&errors](int& field, int lo, int hi, std::string_view what) {
+    return [&field, &errors, lo, hi, what](const std::string& flag, const std::string& v) {
+      if (!parse_int(v, field, lo, hi))
+        errors.push_back(fmt::format("doctor: {} {}: expected {}", flag, v, what));
+    };
+  };
+  return {
+      {{"-b", "--minbytes"},
+       "SIZE",
+       "smallest message (default 8; K, M, G: powers of 1024)",
+       size(o.min_bytes)},
+      {{"-e", "--maxbytes"}, "SIZE", "largest message (default 128M)", size(o.max_bytes)},
+      {{"-f", "--stepfactor"},
+       "F",
+       "each size F times the last (default 2)",
+       number(o.factor, 2, 1024, "a factor from 2 to 1024")},
+      {{"-n", "--iters"},
+       "N",
+       "timed iterations per size (default 20)",
+       number(o.iters, 1, 1000000, "1 or more iterations")},
+      {{"-w", "--warmup_iters"},
+       "N",
+       "untimed iterations before them (default 5)",
+       number(o.warmup, 0, 1000000, "0 or more warm-up iterations")},
+      {{"--op-timeout"},
+       "SECONDS",
+       "bound of every collective (default 300)",
+       number(o.timeout_s, 1, 86400, "seconds (1 to 86400)")},
+  };
 }
 
 void check_sweep_options(const SweepOptions& o, std::vector<std::string>& errors) {
@@ -481,11 +472,18 @@ int run_sweep(const SweepOptions& o, const std::string& backend) {
 int allreduce_sweep_command(const std::vector<std::string>& args) {
   SweepOptions o;
   std::vector<std::string> errors;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (!parse_sweep_flag(args, i, o, errors)) {
-      errors.push_back(fmt::format("doctor --allreduce-sweep: unknown argument '{}'", args[i]));
-    }
-  }
+  const FlagSyntax syntax = {
+      [](const std::string& arg) {
+        return fmt::format("doctor --allreduce-sweep: unknown argument '{}'", arg);
+      },
+      [](const std::string& written, const Flag&) {
+        return fmt::format("doctor: {} needs a value", written);
+      },
+      [](const std::string& written, const Flag&) {
+        return fmt::format("doctor: {} takes no value", written);
+      },
+  };
+  parse_flags(sweep_flag_table(o, errors), args, syntax, errors);
   check_sweep_options(o, errors);
   for (const auto& e : errors) fmt::print(stderr, "mlrun: error: {}\n", e);
   if (!errors.empty()) return 2;
@@ -523,4 +521,4 @@ int allreduce_sweep_command(const std::vector<std::string>& args) {
 #endif
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -19,7 +19,9 @@
 #include <string_view>
 #include <vector>
 
-namespace mlrun {
+#include "launcher/flags.h"
+
+namespace mlrun::doctor {
 
 /// The sweep's parameters, with nccl-tests' spellings (-b -e -f -n -w).
 struct SweepOptions {
@@ -35,10 +37,9 @@ struct SweepOptions {
 /// text is not such a size or is 0.
 std::optional<std::size_t> parse_byte_size(std::string_view text);
 
-/// Parses the sweep flags in args[i] (and its value), advancing i; false when args[i] is not a
-/// sweep flag. A bad value appends to errors.
-bool parse_sweep_flag(const std::vector<std::string>& args, std::size_t& i, SweepOptions& o,
-                      std::vector<std::string>& errors);
+/// The sweep's flags (-b -e -f -n -w --op-timeout), writing into o; a bad value appends to
+/// errors. `mlrun doctor` adds them to its own table.
+FlagTable sweep_flag_table(SweepOptions& o, std::vector<std::string>& errors);
 
 /// Checks the options as a whole (min <= max, factor >= 2, ...); appends to errors.
 void check_sweep_options(const SweepOptions& o, std::vector<std::string>& errors);
@@ -109,4 +110,4 @@ const char* sweep_iface_variable(std::string_view backend);
 /// an error (printed as "rank R on HOST: cause"); 2: usage or a backend it cannot measure.
 int allreduce_sweep_command(const std::vector<std::string>& args);
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -7,5 +7,5 @@
 #include "doctor/bandwidth.h"
 
 int main(int argc, char** argv) {
-  return mlrun::allreduce_sweep_command(std::vector<std::string>(argv + 1, argv + argc));
+  return mlrun::doctor::allreduce_sweep_command(std::vector<std::string>(argv + 1, argv + argc));
 }

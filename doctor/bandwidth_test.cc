@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace mlrun {
+namespace mlrun::doctor {
 namespace {
 
 using ::testing::ElementsAre;
@@ -40,9 +40,10 @@ TEST(SweepFlags, ReproduceTheOptions) {
   std::vector<std::string> flags = sweep_flags(o);
   SweepOptions back;
   std::vector<std::string> errors;
-  for (std::size_t i = 0; i < flags.size(); ++i) {
-    ASSERT_TRUE(parse_sweep_flag(flags, i, back, errors)) << flags[i];
-  }
+  FlagSyntax syntax{[](const std::string& arg) { return "unknown " + arg; },
+                    [](const std::string& f, const Flag&) { return "no value " + f; },
+                    [](const std::string& f, const Flag&) { return "a value " + f; }};
+  EXPECT_EQ(parse_flags(sweep_flag_table(back, errors), flags, syntax, errors), flags.size());
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(back.max_bytes, o.max_bytes);
   EXPECT_EQ(back.iters, 3);
@@ -165,4 +166,4 @@ TEST(NcclSweepLibraries, MissingLibraryIsNamed) {
 }
 
 }  // namespace
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,143 +26,195 @@
 #include "doctor/bandwidth.h"
 #include "doctor/impl.h"
 #include "hostfiles/hostfile.h"
+#include "launcher/flags.h"
 #include "launcher/options.h"
 #include "launcher/plan.h"
 #include "worker/net.h"
 
-namespace mlrun {
-namespace {}  // namespace
+namespace mlrun::doctor {
+namespace {
+
+using Apply = std::function<void(const std::string& flag, const std::string& value)>;
+
+Apply text(std::string& field) {
+  return [&field](const std::string&, const std::string& v) { field = v; };
+}
+
+Apply set(bool& field) {
+  return [&field](const std::string&, const std::string&) { field = true; };
+}
+
+Apply number(int& field, int lo, int hi, std::string_view what, std::vector<std::string>& errors) {
+  return [&field, &errors, lo, hi, what](const std::string& flag, const std::string& v) {
+    if (!parse_int(v, field, lo, hi))
+      errors.push_back(fmt::format("doctor: {}={}: expected {}", flag, v, what));
+  };
+}
+
+Apply backend(std::string& field, std::vector<std::string>& errors) {
+  return [&field, &errors](const std::string&, const std::string& v) {
+    if (v != "auto" && v != "nccl" && v != "gloo" && v != "mpi") {
+      errors.push_back(fmt::format("doctor: --backend={}: expected auto, nccl, gloo or mpi", v));
+    } else {
+      field = v;
+    }
+  };
+}
+
+Apply python_timeout(double& field, std::vector<std::string>& errors) {
+  return [&field, &errors](const std::string&, const std::string& v) {
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || d < 0 || d > 600) {
+      errors.push_back(
+          fmt::format("doctor: --python-timeout={}: expected seconds between 0 and 600", v));
+    } else {
+      field = d;
+    }
+  };
+}
+
+Apply connect_test(std::string& field, std::vector<std::string>& errors) {
+  return [&field, &errors](const std::string&, const std::string& v) {
+    std::string host;
+    int port = 0;
+    if (!split_endpoint(v, host, port) || host.empty()) {
+      errors.push_back(
+          fmt::format("doctor: --connect-test={}: expected HOST:PORT or [V6]:PORT", v));
+    } else {
+      field = v;
+    }
+  };
+}
+
+// The report's flags: which hosts, what to assume, and the bounds of the remote phase.
+FlagTable report_flags(DoctorOptions& o, std::vector<std::string>& e) {
+  return {
+      {{"--json"}, "", "the report as one JSON object", set(o.json)},
+      {{"--hostfile"}, "FILE", "check these hosts too", text(o.hostfile)},
+      {{"-H", "--hosts"}, "HOST[:SLOTS],...", "or these", text(o.hosts)},
+      {{"--backend"}, "auto|nccl|gloo|mpi", "as `mlrun` takes it", backend(o.backend, e)},
+      {{"--iface"}, "NAME|auto", "as `mlrun` takes it", text(o.iface)},
+      {{"--master_addr"},
+       "ADDR",
+       "as `mlrun` takes it: the interface choice prefers its subnet",
+       text(o.master_addr)},
+      {{"--python-timeout"},
+       "SECONDS",
+       "bound of the PyTorch probe (default 20; 0 skips it)",
+       python_timeout(o.python_timeout, e)},
+      {{"--port"},
+       "P",
+       "the rendezvous port the other hosts try (default: a free one)",
+       number(o.port, 0, 65535, "a port (0: a free one)", e)},
+      {{"--ssh-timeout-ms"},
+       "N",
+       "bound of each SSH connect (default 10000)",
+       number(o.ssh_timeout_ms, 1, 600000, "milliseconds (1 to 600000)", e)},
+      {{"--timeout-ms"},
+       "N",
+       "bound of each host's connect to the port (default 3000)",
+       number(o.timeout_ms, 1, 600000, "milliseconds (1 to 600000)", e)},
+      {{"--probe-timeout"},
+       "SECONDS",
+       "bound of the whole remote phase (default 60 or more)",
+       number(o.probe_timeout_s, 1, 3600, "seconds (1 to 3600)", e)},
+      {{"--connect-test"},
+       "HOST:PORT",
+       "what doctor runs on the other hosts: a TCP connect to HOST:PORT within --timeout-ms",
+       connect_test(o.connect_test, e)},
+      {{"--stdin-lifeline"},
+       "",
+       "what doctor runs on the other hosts: exit when stdin reaches EOF",
+       set(o.stdin_lifeline)},
+      {{"--help", "-h"}, "", "this text", set(o.help)},
+  };
+}
+
+// --bandwidth's flags, the sweep's among them (each sets sweep_given).
+FlagTable bandwidth_flags(DoctorOptions& o, std::vector<std::string>& e, bool& sweep_given) {
+  FlagTable table = {
+      {{"--bandwidth"}, "", "the all-reduce sweep instead of the report", set(o.bandwidth)},
+      {{"--nproc_per_node"},
+       "N",
+       "ranks on each host (as `mlrun` takes it)",
+       text(o.nproc_per_node)},
+  };
+  for (auto& flag : sweep_flag_table(o.sweep, e)) {
+    flag.apply = [&sweep_given, apply = flag.apply](const std::string& f, const std::string& v) {
+      sweep_given = true;
+      apply(f, v);
+    };
+    table.push_back(std::move(flag));
+  }
+  return table;
+}
+
+const FlagSyntax kDoctorSyntax = {
+    [](const std::string& arg) { return fmt::format("doctor: unknown argument '{}'", arg); },
+    [](const std::string&, const Flag& flag) {
+      return fmt::format("doctor: {} needs a value", flag.names.front());
+    },
+    [](const std::string&, const Flag& flag) {
+      return fmt::format("doctor: {} takes no value", flag.names.front());
+    },
+};
+
+// The checks of the flags together.
+void check_doctor_args(const DoctorOptions& o, bool sweep_given, std::vector<std::string>& errors) {
+  if (!o.hostfile.empty() && !o.hosts.empty()) {
+    errors.push_back("doctor: give --hostfile or -H, not both");
+  }
+  if (!o.bandwidth) {
+    if (sweep_given) {
+      errors.push_back("doctor: -b/-e/-f/-n/-w/--op-timeout go with --bandwidth");
+    }
+    if (!o.nproc_per_node.empty())
+      errors.push_back("doctor: --nproc_per_node goes with --bandwidth");
+    return;
+  }
+  check_sweep_options(o.sweep, errors);
+  // One rank measures no link, but a 1-rank NCCL communicator runs the whole GPU path: the
+  // check to make on a machine with one GPU.
+  if (o.hostfile.empty() && o.hosts.empty() &&
+      (o.nproc_per_node.empty() || o.nproc_per_node == "1") && o.backend != "nccl") {
+    errors.push_back(
+        "doctor: --bandwidth needs at least 2 ranks (1 with --backend nccl): give "
+        "-H/--hostfile, or --nproc_per_node N for N ranks on this host");
+  }
+  if (o.json) errors.push_back("doctor: --bandwidth prints a table; --json is for the report");
+  if (!o.connect_test.empty()) errors.push_back("doctor: --connect-test is not for --bandwidth");
+}
+
+}  // namespace
+
+FlagTable doctor_flag_table(DoctorArgs& r, bool& sweep_given) {
+  FlagTable report = report_flags(r.options, r.errors);
+  report.front().group = "options:";
+  FlagTable bandwidth = bandwidth_flags(r.options, r.errors, sweep_given);
+  bandwidth.front().group = "--bandwidth:";
+  return concat({std::move(report), std::move(bandwidth)});
+}
 
 DoctorArgs parse_doctor_args(const std::vector<std::string>& args) {
   DoctorArgs r;
-  auto& o = r.options;
-  bool sweep_flags_given = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    FlagToken token = split_flag(args[i]);
-    std::string arg = token.name;
-    std::string value = token.value;
-    bool has_value = token.has_value;
-    auto take = [&](const char* flag) -> bool {
-      if (has_value) return true;
-      if (i + 1 < args.size()) {
-        value = args[++i];
-        return true;
-      }
-      r.errors.push_back(fmt::format("doctor: {} needs a value", flag));
-      return false;
-    };
-    if (arg == "--json") {
-      o.json = true;
-    } else if (arg == "-h" || arg == "--help") {
-      o.help = true;
-    } else if (arg == "--hostfile") {
-      if (take("--hostfile")) o.hostfile = value;
-    } else if (arg == "-H" || arg == "--hosts") {
-      if (take("-H")) o.hosts = value;
-    } else if (arg == "--master_addr") {
-      if (take("--master_addr")) o.master_addr = value;
-    } else if (arg == "--iface") {
-      if (take("--iface")) o.iface = value;
-    } else if (arg == "--backend") {
-      if (!take("--backend")) continue;
-      if (value != "auto" && value != "nccl" && value != "gloo" && value != "mpi") {
-        r.errors.push_back(
-            fmt::format("doctor: --backend={}: expected auto, nccl, gloo or mpi", value));
-      } else {
-        o.backend = value;
-      }
-    } else if (arg == "--python_timeout") {
-      if (!take("--python-timeout")) continue;
-      char* end = nullptr;
-      double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || v < 0 || v > 600) {
-        r.errors.push_back(
-            fmt::format("doctor: --python-timeout={}: expected seconds between 0 and 600", value));
-      } else {
-        o.python_timeout = v;
-      }
-    } else if (arg == "--port") {
-      if (!take("--port")) continue;
-      if (!parse_int(value, o.port, 0, 65535)) {
-        r.errors.push_back(
-            fmt::format("doctor: --port={}: expected a port (0: a free one)", value));
-      }
-    } else if (arg == "--ssh_timeout_ms") {
-      if (!take("--ssh-timeout-ms")) continue;
-      if (!parse_int(value, o.ssh_timeout_ms, 1, 600000)) {
-        r.errors.push_back(
-            fmt::format("doctor: --ssh-timeout-ms={}: expected milliseconds (1 to 600000)", value));
-      }
-    } else if (arg == "--probe_timeout") {
-      if (!take("--probe-timeout")) continue;
-      if (!parse_int(value, o.probe_timeout_s, 1, 3600)) {
-        r.errors.push_back(
-            fmt::format("doctor: --probe-timeout={}: expected seconds (1 to 3600)", value));
-      }
-    } else if (arg == "--stdin_lifeline") {
-      o.stdin_lifeline = true;
-    } else if (arg == "--connect_test") {
-      if (!take("--connect-test")) continue;
-      std::string host;
-      int port = 0;
-      if (!split_endpoint(value, host, port) || host.empty()) {
-        r.errors.push_back(
-            fmt::format("doctor: --connect-test={}: expected HOST:PORT or [V6]:PORT", value));
-      } else {
-        o.connect_test = value;
-      }
-    } else if (arg == "--timeout_ms") {
-      if (!take("--timeout-ms")) continue;
-      if (!parse_int(value, o.timeout_ms, 1, 600000)) {
-        r.errors.push_back(
-            fmt::format("doctor: --timeout-ms={}: expected milliseconds (1 to 600000)", value));
-      }
-    } else if (arg == "--bandwidth") {
-      o.bandwidth = true;
-    } else if (arg == "--nproc_per_node") {
-      if (take("--nproc_per_node")) o.nproc_per_node = value;
-    } else if (parse_sweep_flag(args, i, o.sweep, r.errors)) {
-      sweep_flags_given = true;
-    } else {
-      r.errors.push_back(fmt::format("doctor: unknown argument '{}'", args[i]));
-    }
-  }
-  if (!o.hostfile.empty() && !o.hosts.empty()) {
-    r.errors.push_back("doctor: give --hostfile or -H, not both");
-  }
-  if (o.bandwidth) {
-    check_sweep_options(o.sweep, r.errors);
-    // One rank measures no link, but a 1-rank NCCL communicator runs the whole GPU path: the
-    // check to make on a machine with one GPU.
-    if (o.hostfile.empty() && o.hosts.empty() &&
-        (o.nproc_per_node.empty() || o.nproc_per_node == "1") && o.backend != "nccl") {
-      r.errors.push_back(
-          "doctor: --bandwidth needs at least 2 ranks (1 with --backend nccl): give "
-          "-H/--hostfile, or --nproc_per_node N for N ranks on this host");
-    }
-    if (o.json) r.errors.push_back("doctor: --bandwidth prints a table; --json is for the report");
-    if (!o.connect_test.empty())
-      r.errors.push_back("doctor: --connect-test is not for --bandwidth");
-  } else {
-    if (sweep_flags_given) {
-      r.errors.push_back("doctor: -b/-e/-f/-n/-w/--op-timeout go with --bandwidth");
-    }
-    if (!o.nproc_per_node.empty()) {
-      r.errors.push_back("doctor: --nproc_per_node goes with --bandwidth");
-    }
-  }
+  bool sweep_given = false;
+  parse_flags(doctor_flag_table(r, sweep_given), args, kDoctorSyntax, r.errors);
+  check_doctor_args(r.options, sweep_given, r.errors);
   return r;
 }
 
 std::string doctor_usage() {
+  DoctorArgs r;
+  bool sweep_given = false;
   return "usage: mlrun doctor [--json] [--hostfile FILE | -H HOST[:SLOTS],...]\n"
          "                    [--backend auto|nccl|gloo|mpi] [--iface NAME|auto]\n"
          "                    [--master_addr ADDR] [--python-timeout SECONDS]\n"
          "                    [--port P] [--ssh-timeout-ms N] [--timeout-ms N]\n"
          "                    [--probe-timeout SECONDS]\n"
          "       mlrun doctor --bandwidth [--hostfile FILE | -H HOSTS | --nproc_per_node N]\n"
-         "                    [--backend ...] [--iface ...] [-b 8] [-e 128M] [-f 2] [-n 20] [-w "
-         "5]\n"
+         "                    [--backend ...] [--iface ...] [-b 8] [-e 128M] [-f 2] [-n 20] "
+         "[-w 5]\n"
          "                    [--op-timeout SECONDS]\n"
          "\n"
          "Reports this host's GPUs, NCCL, Gloo, Open MPI and PyTorch, its network interfaces,\n"
@@ -180,7 +233,9 @@ std::string doctor_usage() {
          "ranks through mlrun, with the backend a job would get: Gloo over TCP, or NCCL with\n"
          "one GPU per rank. It prints it as nccl-tests' all_reduce_perf does (sizes -b to -e,\n"
          "times -f; -n timed and -w warm-up iterations), checks every value, and compares the\n"
-         "peak bus bandwidth with the chosen interface's link speed.\n";
+         "peak bus bandwidth with the chosen interface's link speed.\n"
+         "\n" +
+         flags_usage(doctor_flag_table(r, sweep_given));
 }
 
 namespace {
@@ -319,4 +374,4 @@ int doctor_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -18,9 +18,10 @@
 #include "launcher/backend.h"
 
 #include "doctor/bandwidth.h"
+#include "launcher/flags.h"
 #include "worker/network.h"
 
-namespace mlrun {
+namespace mlrun::doctor {
 
 /// `mlrun doctor` flags.
 struct DoctorOptions {
@@ -53,6 +54,10 @@ struct DoctorArgs {
   DoctorOptions options;
   std::vector<std::string> errors;  ///< Every user error, in order.
 };
+
+/// The table of `mlrun doctor`'s flags, writing into r.options (a bad value appends to r.errors);
+/// sweep_given is set by any of the sweep's flags (-b -e -f -n -w --op-timeout).
+FlagTable doctor_flag_table(DoctorArgs& r, bool& sweep_given);
 
 /// Parses the arguments after the word `doctor`.
 DoctorArgs parse_doctor_args(const std::vector<std::string>& args);
@@ -182,4 +187,4 @@ nlohmann::json doctor_json(const DoctorReport& report);
 /// `--allreduce-sweep` is one rank of it.
 int doctor_command(const std::vector<std::string>& args);
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

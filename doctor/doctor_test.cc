@@ -8,7 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace mlrun {
+namespace mlrun::doctor {
 namespace {
 
 using ::testing::HasSubstr;
@@ -366,4 +366,4 @@ TEST(TcpConnectTest, ReachedAndRefused) {
 }
 
 }  // namespace
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -21,7 +21,7 @@
 
 #include "transport/slurm_env.h"
 
-namespace mlrun {
+namespace mlrun::doctor {
 
 using Clock = std::chrono::steady_clock;
 
@@ -50,4 +50,4 @@ int check_slurm_nodes(const DoctorOptions& o, const transport::SlurmEnv& slurm,
 /// --stdin-lifeline: exits this process, and the probe it waits for, when stdin reaches EOF.
 void watch_stdin_lifeline();
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

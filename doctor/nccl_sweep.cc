@@ -26,7 +26,7 @@
 
 #include "rendezvous/nccl_library.h"
 
-namespace mlrun {
+namespace mlrun::doctor {
 namespace {
 
 using CudaError = int;  // cudaError_t
@@ -356,4 +356,4 @@ std::unique_ptr<SweepCollective> make_nccl_collective(rendezvous::Client& client
   return std::make_unique<NcclCollective>(client, o, names);
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -36,7 +36,7 @@
 #include "worker/process.h"
 #include "worker/text_file.h"
 
-namespace mlrun {
+namespace mlrun::doctor {
 
 std::atomic<pid_t> g_probe_child{0};
 
@@ -318,4 +318,4 @@ HostReport probe_local_host(const DoctorOptions& o) {
   return h;
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

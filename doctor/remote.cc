@@ -37,7 +37,7 @@
 #include "transport/ssh_session.h"
 #include "worker/net.h"
 
-namespace mlrun {
+namespace mlrun::doctor {
 namespace {
 
 // The command that makes one host's half of the report: `mlrun doctor --json --connect-test ...`
@@ -336,4 +336,4 @@ PortCheck tcp_connect_test(const std::string& endpoint, int timeout_ms) {
   return c;
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -14,7 +14,7 @@
 #include "doctor/doctor.h"
 #include "worker/network.h"
 
-namespace mlrun {
+namespace mlrun::doctor {
 namespace {
 
 std::string speed_text(int mbps) {
@@ -346,4 +346,4 @@ nlohmann::json doctor_json(const DoctorReport& report) {
         {"status", report.remote_status}}}};
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

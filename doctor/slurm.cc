@@ -23,7 +23,7 @@
 #include "transport/slurm_env.h"
 #include "worker/process.h"
 
-namespace mlrun {
+namespace mlrun::doctor {
 namespace {
 
 // srun --label's lines ("  1: text") by task, each task's text joined.
@@ -121,4 +121,4 @@ int check_slurm_nodes(const DoctorOptions& o, const transport::SlurmEnv& slurm,
   return 0;
 }
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

@@ -13,11 +13,11 @@
 
 #include "doctor/bandwidth.h"
 
-namespace mlrun {
-
-namespace rendezvous {
+namespace mlrun::rendezvous {
 class Client;
 }
+
+namespace mlrun::doctor {
 
 /// Why a rank cannot run its sweep: a library, a device or a call that failed. what() is the
 /// cause for the user ("NCCL sweep needs a GPU: cudaGetDeviceCount: ..."); the caller adds the
@@ -66,4 +66,4 @@ std::unique_ptr<SweepCollective> make_nccl_collective(rendezvous::Client& client
 /// SweepError naming what is missing. Exposed for the tests, which run without CUDA.
 void load_nccl_libraries(const NcclLibraryNames& names);
 
-}  // namespace mlrun
+}  // namespace mlrun::doctor

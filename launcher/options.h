@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/flags.h"
+
 namespace mlrun {
 
 /// Limits on the numbers of the command line, checked at parse time (exit 2 naming the limit):
@@ -129,15 +131,6 @@ struct ParseResult {
   std::vector<OptionError> errors;
 };
 
-/// One command-line token as every mlrun parser reads it: "--a-b=v" gives name "--a_b" (torchrun's
-/// two spellings are one), value "v" and has_value; "-x" or "--flag" alone give no value.
-struct FlagToken {
-  std::string name;
-  std::string value;
-  bool has_value = false;
-};
-FlagToken split_flag(const std::string& arg);
-
 /// The one integer parser of the command lines: all of s in base 10 (no sign but '-', no
 /// spaces), within [lo, hi]. False, and out untouched, otherwise.
 bool parse_int(std::string_view s, int& out, int lo = INT_MIN, int hi = INT_MAX);
@@ -151,6 +144,9 @@ using GetEnv = std::function<const char*(const std::string& name)>;
 /// variables torchrun also reads (TORCHELASTIC_SIGNALS_TO_HANDLE): flags win. Values from the
 /// environment that agents need are added to node_args.
 ParseResult parse_options(const std::vector<std::string>& args, const GetEnv& getenv = nullptr);
+
+/// The table of `mlrun`'s flags, writing into o; a bad value appends to errors.
+FlagTable launch_flag_table(Options& o, std::vector<std::string>& errors);
 
 /// The --help text.
 std::string usage();

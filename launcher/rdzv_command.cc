@@ -14,6 +14,8 @@
 
 #include <mlrun/rendezvous.hpp>
 
+#include "launcher/flags.h"
+#include "launcher/options.h"
 #include "launcher/plan.h"
 #include "worker/net.h"
 
@@ -22,83 +24,95 @@ namespace {
 
 namespace rdzv = mlrun::rendezvous;
 
-constexpr int kDefaultPort = 29400;
 // Ranges of --max-memory (1 TiB) and --max-hold (what a u32 of milliseconds holds).
 constexpr int kMaxMemoryMiB = 1 << 20;
 constexpr int kMaxHoldS = 4'294'967;
 
-struct RdzvOptions {
-  std::string host = "0.0.0.0";
-  int port = kDefaultPort;
-  std::string token_file;      // --token-file: read the token from it
-  std::string new_token_file;  // --new-token-file: write a fresh token to it
-  std::string job_id;
-  bool torch_store = false;  // --torch-store: also serve PyTorch's TCPStore protocol
-  int max_memory_mib = static_cast<int>(rdzv::kDefaultMaxMemoryBytes >> 20);  // --max-memory
-  int max_hold_s = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::seconds>(rdzv::kDefaultMaxHold).count());
-  bool help = false;
+const FlagSyntax kRdzvSyntax = {
+    [](const std::string& arg) {
+      return fmt::format("unknown argument \"{}\" (mlrun rdzv --help)", arg);
+    },
+    [](const std::string& written, const Flag&) {
+      return fmt::format("{} needs a value", written);
+    },
+    [](const std::string& written, const Flag&) {
+      return fmt::format("{} takes no value", written);
+    },
+    false,
+    true,
 };
 
-// Every user error of the command line, collected; flags take `--flag VALUE` or `--flag=VALUE`,
-// with dashes or underscores.
-RdzvOptions parse(const std::vector<std::string>& args, std::vector<std::string>& errors) {
-  RdzvOptions o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    // split_flag: --job-id and --job_id are one flag, as everywhere in mlrun. Messages name
-    // the flag as the user spelled it.
-    FlagToken token = split_flag(args[i]);
-    const std::string& name = token.name;
-    const std::string arg = args[i].substr(0, args[i].find('='));
-    const std::string& value = token.value;
-    const bool has_value = token.has_value && args[i].rfind("--", 0) == 0;
-    auto take = [&]() -> std::optional<std::string> {
-      if (has_value) return value;
-      if (i + 1 < args.size()) return args[++i];
-      errors.push_back(fmt::format("{} needs a value", arg));
-      return std::nullopt;
+}  // namespace
+
+FlagTable rdzv_flag_table(RdzvOptions& o, std::vector<std::string>& errors) {
+  auto text = [](std::string& field) {
+    return [&field](const std::string&, const std::string& v) { field = v; };
+  };
+  auto number = [&errors](int& field, int lo, int hi, std::string why) {
+    return [&field, &errors, lo, hi, why](const std::string& flag, const std::string& v) {
+      if (!parse_int(v, field, lo, hi)) errors.push_back(fmt::format("{} {}: {}", flag, v, why));
     };
-    if (name == "-h" || name == "--help") {
-      o.help = true;
-    } else if (name == "--host") {
-      if (auto v = take()) o.host = *v;
-    } else if (name == "--port") {
-      if (auto v = take(); v && !parse_int(*v, o.port, 0, 65535)) {
-        errors.push_back(fmt::format("--port {}: not a port number (0 = any free port)", *v));
-      }
-    } else if (name == "--token_file") {
-      if (auto v = take()) o.token_file = *v;
-    } else if (name == "--new_token_file") {
-      if (auto v = take()) o.new_token_file = *v;
-    } else if (name == "--job_id") {
-      if (auto v = take()) o.job_id = *v;
-    } else if (name == "--torch_store" && !has_value) {
-      o.torch_store = true;
-    } else if (name == "--max_memory") {
-      if (auto v = take(); v && !parse_int(*v, o.max_memory_mib, 1, kMaxMemoryMiB)) {
-        errors.push_back(
-            fmt::format("{} {}: not a number of MiB in [1, {}]", arg, *v, kMaxMemoryMiB));
-      }
-    } else if (name == "--max_hold") {
-      if (auto v = take(); v && !parse_int(*v, o.max_hold_s, 1, kMaxHoldS)) {
-        errors.push_back(
-            fmt::format("{} {}: not a number of seconds in [1, {}]", arg, *v, kMaxHoldS));
-      }
-    } else if (name == "--token") {
+  };
+  return {
+      {{"--host"}, "ADDR", "address to listen on (default 0.0.0.0: every interface)", text(o.host)},
+      {{"--port"},
+       "PORT",
+       fmt::format("port (default {}; 0: any free port, printed)", RdzvOptions::kDefaultPort),
+       number(o.port, 0, 65535, "not a port number (0 = any free port)")},
+      {{"--token-file"}, "FILE", "read the job's token from FILE", text(o.token_file)},
+      {{"--new-token-file"},
+       "FILE",
+       "make a random token and write it to FILE (created, mode 600)",
+       text(o.new_token_file)},
+      {{"--job-id"}, "ID", "refuse clients that name another job id", text(o.job_id)},
+      {{"--torch-store"},
+       "",
+       "also serve PyTorch's TCPStore (torch 1.13 and 2.x clients) on the same port, to "
+       "loopback and to hosts of authenticated clients (docs/torch-store.md)",
+       [&o](const std::string&, const std::string&) { o.torch_store = true; }},
+      {{"--max-memory"},
+       "MIB",
+       fmt::format("cap on the memory held for clients: keys and values with their overhead, "
+                   "waiting requests, join groups (default {}; past it requests are refused, "
+                   "docs/protocol.md)",
+                   rdzv::kDefaultMaxMemoryBytes >> 20),
+       number(o.max_memory_mib, 1, kMaxMemoryMiB,
+              fmt::format("not a number of MiB in [1, {}]", kMaxMemoryMiB))},
+      {{"--max-hold"},
+       "SECONDS",
+       fmt::format("longest a blocking request waits, whatever its timeout (default {}, 24 hours)",
+                   o.max_hold_s),
+       number(o.max_hold_s, 1, kMaxHoldS,
+              fmt::format("not a number of seconds in [1, {}]", kMaxHoldS))},
+      {{"--help", "-h"},
+       "",
+       "this text",
+       [&o](const std::string&, const std::string&) { o.help = true; }},
       // Refused on purpose: every user of the host can read a process's argv.
-      if (!has_value && i + 1 < args.size()) ++i;
-      errors.push_back(
-          "--token: a token in argv is visible to every user of this host; put it in "
-          "MLRUN_RDZV_TOKEN or in a file named by --token-file");
-    } else {
-      errors.push_back(fmt::format("unknown argument \"{}\" (mlrun rdzv --help)", args[i]));
-    }
-  }
+      {.names = {"--token"},
+       .value = "TOKEN",
+       .apply =
+           [&errors](const std::string&, const std::string&) {
+             errors.push_back(
+                 "--token: a token in argv is visible to every user of this host; put it in "
+                 "MLRUN_RDZV_TOKEN or in a file named by --token-file");
+           },
+       .hidden = true,
+       .value_optional = true},
+  };
+}
+
+RdzvOptions parse_rdzv_args(const std::vector<std::string>& args,
+                            std::vector<std::string>& errors) {
+  RdzvOptions o;
+  parse_flags(rdzv_flag_table(o, errors), args, kRdzvSyntax, errors);
   if (!o.token_file.empty() && !o.new_token_file.empty()) {
     errors.push_back("--token-file and --new-token-file exclude each other");
   }
   return o;
 }
+
+namespace {
 
 // The token from its one source; an empty result means an error was recorded.
 std::string load_token(const RdzvOptions& o, std::vector<std::string>& errors) {
@@ -147,37 +161,25 @@ std::string advertised_endpoint(const RdzvOptions& o, const rdzv::Server& server
 }  // namespace
 
 std::string rdzv_usage() {
+  RdzvOptions o;
+  std::vector<std::string> errors;
   return fmt::format(
       "usage: mlrun rdzv [--host ADDR] [--port PORT] [--token-file FILE | --new-token-file FILE]\n"
       "                  [--job-id ID] [--torch-store] [--max-memory MIB] [--max-hold SECONDS]\n"
       "Serves a rendezvous (ranks, key-value store, barriers, NCCL unique IDs) for trainers that\n"
       "bring their own launcher, until SIGINT or SIGTERM. Prints its endpoint (host:port) on\n"
       "stdout, one line, once it listens; clients connect with that endpoint and the token.\n"
-      "  --host ADDR             address to listen on (default 0.0.0.0: every interface)\n"
-      "  --port PORT             port (default {}; 0: any free port, printed)\n"
-      "  --token-file FILE       read the job's token from FILE\n"
-      "  --new-token-file FILE   make a random token and write it to FILE (created, mode 600)\n"
-      "  --job-id ID             refuse clients that name another job id\n"
-      "  --torch-store           also serve PyTorch's TCPStore (torch 1.13 and 2.x clients) on\n"
-      "                          the same port, to loopback and to hosts of authenticated\n"
-      "                          clients (docs/torch-store.md)\n"
-      "  --max-memory MIB        cap on the memory held for clients: keys and values with their\n"
-      "                          overhead, waiting requests, join groups (default {}; past it\n"
-      "                          requests are refused, docs/protocol.md)\n"
-      "  --max-hold SECONDS      longest a blocking request waits, whatever its timeout\n"
-      "                          (default {}, 24 hours)\n"
+      "{}"
       "Without a file, the token is MLRUN_RDZV_TOKEN. There is no --token flag: argv is\n"
       "visible to every user of the host. A token needs at least {} characters, {} of them\n"
       "different (--new-token-file makes a random one of 32).\n",
-      kDefaultPort, rdzv::kDefaultMaxMemoryBytes >> 20,
-      std::chrono::duration_cast<std::chrono::seconds>(rdzv::kDefaultMaxHold).count(),
-      kMinTokenChars, kMinTokenDistinctChars);
+      flags_usage(rdzv_flag_table(o, errors)), kMinTokenChars, kMinTokenDistinctChars);
 }
 
 int rdzv_command(const std::vector<std::string>& args) {
   // 1. Options and token: every user error reported together, before anything listens.
   std::vector<std::string> errors;
-  RdzvOptions o = parse(args, errors);
+  RdzvOptions o = parse_rdzv_args(args, errors);
   if (o.help) {
     fmt::print("{}", rdzv_usage());
     return 0;

@@ -232,7 +232,7 @@ struct Subcommand {
 };
 
 constexpr Subcommand kSubcommands[] = {
-    {"doctor", doctor_command},
+    {"doctor", doctor::doctor_command},
     {"agent", agent_command},
 #ifdef MLRUN_HAVE_RDZV_COMMAND
     {"rdzv", rdzv_command},
