@@ -83,9 +83,10 @@ static void print_plugin_notes(const Options& o) {
   }
 }
 
-// Collects every user error of the command line (errors: the parser's) and of the environment,
-// and reports them together, before anything runs.
-bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
+namespace {
+
+// --hostfile/-H and Slurm: the hosts, and the options that only starting nodes one by one takes.
+void check_hosts(const Options& o, LaunchPlan& plan, std::vector<std::string>& errors) {
   if (on_hosts(o)) {
     plan.hosts = plan_hosts(o, is_local_host);
     errors.insert(errors.end(), plan.hosts.errors.begin(), plan.hosts.errors.end());
@@ -111,8 +112,10 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
         "--hostfile/-H",
         o.nnodes_min, o.nnodes_max));
   }
-  for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) errors.push_back(std::move(e));
-  plan.signals = make_signal_policy(o.signals_to_handle, errors);
+}
+
+// How many workers run on this node: --nproc_per_node, or DeepSpeed's --num_gpus, or -np.
+void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>& errors) {
   try {
     plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
   } catch (const std::exception& e) {
@@ -145,6 +148,10 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
                                    o.nproc_per_node));
     }
   }
+}
+
+// The workers' command line and the variables -x exports to them.
+void plan_command(const Options& o, LaunchPlan& plan, std::vector<std::string>& errors) {
   const char* python = std::getenv("PYTHON");
   const char* path = std::getenv("PATH");
   try {
@@ -165,6 +172,10 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
       errors.push_back(fmt::format("-x {}: no such variable in mlrun's environment", x));
     }
   }
+}
+
+// The master's address, and the address the job's traffic goes toward.
+std::string plan_master(const Options& o, LaunchPlan& plan) {
   // Where the job's traffic goes, for the interface choice: the master, else the rendezvous
   // endpoint's host (nodes joining by endpoint), else this host (one node).
   std::string endpoint_host;
@@ -190,8 +201,10 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
       break;
     }
   }
-  if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
-  if (auto problem = log_dir_problem(o.log_dir); !problem.empty()) errors.push_back(problem);
+  return toward;
+}
+
+void plan_local_devices(const Options& o, LaunchPlan& plan, std::vector<std::string>& errors) {
   // This host's workers: their GPUs and, with --numa_binding, CPUs and memory.
   for (const auto& n : plan.hosts.nodes) {
     if (!n.local) continue;
@@ -206,10 +219,10 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
       errors.push_back(numa);
     }
   }
-  for (const auto& e : errors) error(e);
-  if (!errors.empty()) return false;
-  if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
-  print_plugin_notes(o);
+}
+
+// What follows from a plan without errors: world size, backend, ids and log files.
+void finish_plan(const Options& o, LaunchPlan& plan) {
   // Every node runs as many workers as this one when the nodes are launched one by one; the
   // real world size comes from the rendezvous.
   plan.world_size = plan.nproc * o.nnodes_max;
@@ -230,6 +243,27 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   // Without --log_dir, redirected streams still need files: a fresh directory, made at launch.
   plan.log_files = !o.log_dir.empty() || o.redirects.all || !o.redirects.per_rank.empty() ||
                    o.tee.all || !o.tee.per_rank.empty();
+}
+
+}  // namespace
+
+// Collects every user error of the command line (errors: the parser's) and of the environment,
+// and reports them together, before anything runs.
+bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
+  check_hosts(o, plan, errors);
+  for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) errors.push_back(std::move(e));
+  plan.signals = make_signal_policy(o.signals_to_handle, errors);
+  count_workers(o, plan, errors);
+  plan_command(o, plan, errors);
+  std::string toward = plan_master(o, plan);
+  if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
+  if (auto problem = log_dir_problem(o.log_dir); !problem.empty()) errors.push_back(problem);
+  plan_local_devices(o, plan, errors);
+  for (const auto& e : errors) error(e);
+  if (!errors.empty()) return false;
+  if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
+  print_plugin_notes(o);
+  finish_plan(o, plan);
   return true;
 }
 
