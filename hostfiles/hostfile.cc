@@ -136,6 +136,97 @@ std::vector<std::string> words_of(std::string_view line) {
   return words;
 }
 
+// A word after the host with no '=': an error; true when it also took the next word (a key and
+// its value written apart).
+bool bare_word(const std::vector<std::string>& words, std::size_t i, int line, Errors& errors) {
+  const std::string& word = words[i];
+  if (find_key(word) && i + 1 < words.size()) {
+    errors.at(line, fmt::format("{} {}: write {}={}", word, words[i + 1], word, words[i + 1]));
+    return true;
+  }
+  if (find_key(word)) {
+    errors.at(line, fmt::format("{}: missing '=' and value", word));
+  } else {
+    errors.at(line, fmt::format("{}: unexpected text after the host; expected key=value", word));
+  }
+  return false;
+}
+
+// slots= or max_slots=: a count, once on the line (*count > 0: given already).
+bool set_count(const std::string& word, std::string_view what, std::string_view value, int* count,
+               int line, Errors& errors) {
+  std::string why;
+  if (*count > 0) {
+    errors.at(line, fmt::format("{}: {} given twice on this line", word, what));
+    return false;
+  }
+  if (!parse_count(value, 1, count, &why)) {
+    errors.at(line, fmt::format("{}: {}", word, why));
+    return false;
+  }
+  return true;
+}
+
+bool set_user(const std::string& word, std::string_view value, Mention* m,
+              std::optional<std::string>& keyed_user, int line, Errors& errors) {
+  std::string why;
+  if (!check_user(value, &why)) {
+    errors.at(line, fmt::format("{}: {}", word, value.empty() ? "empty user" : why));
+    return false;
+  }
+  if (keyed_user || (!m->user.empty() && m->user != value)) {
+    errors.at(line, fmt::format("{}: user given twice on this line", word));
+    return false;
+  }
+  keyed_user = std::string(value);
+  m->user = value;
+  return true;
+}
+
+bool set_port(const std::string& word, std::string_view value, Mention* m, int line,
+              Errors& errors) {
+  std::string why;
+  int port = 0;
+  if (!parse_count(value, 1, &port, &why) || port > 65535) {
+    errors.at(line, fmt::format("{}: not a port number (1-65535)", word));
+    return false;
+  }
+  if (m->port > 0) {
+    errors.at(line, fmt::format("{}: port given twice on this line", word));
+    return false;
+  }
+  m->port = port;
+  return true;
+}
+
+// One key=value word after the host; false (with its error) when it is bad.
+bool apply_key(const std::string& word, std::size_t eq, Mention* m,
+               std::optional<std::string>& keyed_user, int line, Errors& errors) {
+  std::string_view name = std::string_view(word).substr(0, eq);
+  std::string_view value = std::string_view(word).substr(eq + 1);
+  auto key = find_key(name);
+  if (name.empty()) {
+    errors.at(line, fmt::format("{}: missing key before '='", word));
+    return false;
+  }
+  if (!key) {
+    errors.at(line, fmt::format("{}: unknown key '{}' (known: slots, max_slots, username, port)",
+                                word, name));
+    return false;
+  }
+  switch (*key) {
+    case Key::kSlots:  // From slots= earlier or host:N.
+      return set_count(word, "slots", value, &m->slots, line, errors);
+    case Key::kMaxSlots:
+      return set_count(word, "max_slots", value, &m->max_slots, line, errors);
+    case Key::kUser:
+      return set_user(word, value, m, keyed_user, line, errors);
+    case Key::kPort:
+      return set_port(word, value, m, line, errors);
+  }
+  return true;
+}
+
 // One hostfile line, comment and whitespace already gone; true when it named hosts.
 bool parse_line(std::string_view text, int line, Mention* m, Errors& errors) {
   auto words = words_of(text);
@@ -155,70 +246,12 @@ bool parse_line(std::string_view text, int line, Mention* m, Errors& errors) {
   }
   std::optional<std::string> keyed_user;
   for (std::size_t i = 1; i < words.size(); ++i) {
-    const std::string& word = words[i];
-    auto eq = word.find('=');
+    auto eq = words[i].find('=');
     if (eq == std::string::npos) {
-      if (find_key(word) && i + 1 < words.size()) {
-        errors.at(line, fmt::format("{} {}: write {}={}", word, words[i + 1], word, words[i + 1]));
-        ++i;
-      } else if (find_key(word)) {
-        errors.at(line, fmt::format("{}: missing '=' and value", word));
-      } else {
-        errors.at(line,
-                  fmt::format("{}: unexpected text after the host; expected key=value", word));
-      }
+      if (bare_word(words, i, line, errors)) ++i;
       ok = false;
-      continue;
-    }
-    std::string_view name = std::string_view(word).substr(0, eq);
-    std::string_view value = std::string_view(word).substr(eq + 1);
-    auto key = find_key(name);
-    std::string why;
-    if (name.empty()) {
-      errors.at(line, fmt::format("{}: missing key before '='", word));
+    } else if (!apply_key(words[i], eq, m, keyed_user, line, errors)) {
       ok = false;
-    } else if (!key) {
-      errors.at(line, fmt::format("{}: unknown key '{}' (known: slots, max_slots, username, port)",
-                                  word, name));
-      ok = false;
-    } else if (*key == Key::kSlots) {
-      if (m->slots > 0) {  // From slots= earlier or host:N.
-        errors.at(line, fmt::format("{}: slots given twice on this line", word));
-        ok = false;
-      } else if (!parse_count(value, 1, &m->slots, &why)) {
-        errors.at(line, fmt::format("{}: {}", word, why));
-        ok = false;
-      }
-    } else if (*key == Key::kMaxSlots) {
-      if (m->max_slots > 0) {
-        errors.at(line, fmt::format("{}: max_slots given twice on this line", word));
-        ok = false;
-      } else if (!parse_count(value, 1, &m->max_slots, &why)) {
-        errors.at(line, fmt::format("{}: {}", word, why));
-        ok = false;
-      }
-    } else if (*key == Key::kUser) {
-      if (!check_user(value, &why)) {
-        errors.at(line, fmt::format("{}: {}", word, value.empty() ? "empty user" : why));
-        ok = false;
-      } else if (keyed_user || (!m->user.empty() && m->user != value)) {
-        errors.at(line, fmt::format("{}: user given twice on this line", word));
-        ok = false;
-      } else {
-        keyed_user = std::string(value);
-        m->user = value;
-      }
-    } else if (*key == Key::kPort) {
-      int port = 0;
-      if (!parse_count(value, 1, &port, &why) || port > 65535) {
-        errors.at(line, fmt::format("{}: not a port number (1-65535)", word));
-        ok = false;
-      } else if (m->port > 0) {
-        errors.at(line, fmt::format("{}: port given twice on this line", word));
-        ok = false;
-      } else {
-        m->port = port;
-      }
     }
   }
   if (m->max_slots > 0 && m->slots > m->max_slots) {

@@ -46,15 +46,12 @@ static std::optional<std::string> apply_deepspeed_counts(const Options& o,
   return std::nullopt;
 }
 
-HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string&)>& is_local) {
-  HostPlan plan;
-  HostList list;
-  if (!o.hostfile.empty() && !o.hosts.empty()) {
-    plan.errors.push_back("--hostfile and -H both name the hosts: give one of them");
-    return plan;
-  }
-  // Inside an allocation with no hosts named, the allocation's nodes; --nnodes takes the first.
-  const bool allocation = o.launcher == "slurm" && o.hostfile.empty() && o.hosts.empty();
+namespace {
+
+// The hosts named (--hostfile, -H) or, inside an allocation with none named, the allocation's
+// nodes (--nnodes takes the first), after --include/--exclude and DeepSpeed's counts. False, with
+// the errors in plan, when they cannot be chosen.
+bool choose_hosts(const Options& o, bool allocation, HostList& list, HostPlan& plan) {
   list = allocation            ? transport::allocation_hosts(transport::read_slurm_env())
          : !o.hostfile.empty() ? read_hostfile(o.hostfile)
                                : parse_host_list(o.hosts);
@@ -62,64 +59,63 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
     if (o.nnodes_max > static_cast<int>(list.hosts.size())) {
       plan.errors.push_back(fmt::format("--nnodes={}: the allocation has {} node{}", o.nnodes_max,
                                         list.hosts.size(), list.hosts.size() == 1 ? "" : "s"));
-      return plan;
+      return false;
     }
     list.hosts.resize(o.nnodes_max);
   }
   if (list.ok()) list = apply_include_exclude(std::move(list.hosts), o.include, o.exclude);
   for (const auto& e : list.errors) plan.errors.push_back(format_error(e));
-  if (!list.ok()) return plan;
+  if (!list.ok()) return false;
   if (auto e = apply_deepspeed_counts(o, list.hosts)) {
     plan.errors.push_back(*e);
-    return plan;
+    return false;
   }
-  int per_node = 0;
-  if (o.nproc_given && !parse_int(o.nproc_per_node, per_node, 1)) {
-    plan.errors.push_back(fmt::format(
-        "--nproc_per_node={}: give a number with --hostfile or -H (each host counts its own)",
-        o.nproc_per_node));
-    return plan;
-  }
-  int total = 0;
-  for (const auto& h : list.hosts) {
-    // Slurm's nodes without a task count run as many workers as the agent finds GPUs (0 here).
-    int nproc = per_node > 0 ? per_node : allocation && !h.slots_given ? 0 : h.slots;
-    // Under Slurm every node, this one too, gets an agent through srun.
-    NodePlan n{h, nproc, o.launcher != "slurm" && o.launcher != "sim" && is_local(h.host)};
-    total += n.nproc;
-    plan.nodes.push_back(std::move(n));
-  }
+  return true;
+}
+
+// In an allocation whose nodes have no task count, what needs every node's count first.
+bool check_allocation_counts(const Options& o, bool allocation, int per_node, const HostList& list,
+                             HostPlan& plan) {
   if (o.backend == "mpi" && allocation && per_node == 0 && !list.hosts.front().slots_given) {
     plan.errors.push_back(
         "--backend mpi in a Slurm allocation: mpirun needs every node's rank count before it "
         "starts: give --nproc_per_node (or allocate with --ntasks-per-node)");
-    return plan;
+    return false;
   }
   if (o.np > 0 && allocation && per_node == 0 && list.hosts.front().slots_given == false) {
     plan.errors.push_back(fmt::format(
         "-np {}: the allocation's nodes have no task count (allocate with --ntasks-per-node or "
         "-n) and their GPUs are counted only on the nodes: give --nproc_per_node",
         o.np));
-    return plan;
+    return false;
   }
-  if (o.np > 0) {
-    if (o.np > total) {
-      plan.errors.push_back(
-          fmt::format("-np {}: the hosts have only {} slot{}", o.np, total, total == 1 ? "" : "s"));
-      return plan;
-    }
-    // Filled host by host, in order, as mpirun does; hosts left with nothing are not used.
-    int left = o.np;
-    std::vector<NodePlan> used;
-    for (auto& n : plan.nodes) {
-      if (left == 0) break;
-      n.nproc = std::min(n.nproc, left);
-      left -= n.nproc;
-      used.push_back(std::move(n));
-    }
-    plan.nodes = std::move(used);
+  return true;
+}
+
+// -np's workers, filled host by host, in order, as mpirun does; hosts left with nothing are not
+// used.
+bool fill_np(const Options& o, int total, HostPlan& plan) {
+  if (o.np <= 0) return true;
+  if (o.np > total) {
+    plan.errors.push_back(
+        fmt::format("-np {}: the hosts have only {} slot{}", o.np, total, total == 1 ? "" : "s"));
+    return false;
   }
-  // A node's GPUs (--include host:2,3, --num_gpus) are its first workers' ones.
+  int left = o.np;
+  std::vector<NodePlan> used;
+  for (auto& n : plan.nodes) {
+    if (left == 0) break;
+    n.nproc = std::min(n.nproc, left);
+    left -= n.nproc;
+    used.push_back(std::move(n));
+  }
+  plan.nodes = std::move(used);
+  return true;
+}
+
+// A node's GPUs (--include host:2,3, --num_gpus) are its first workers' ones; and this machine is
+// listed once at most.
+void check_gpus_and_locals(HostPlan& plan) {
   for (auto& n : plan.nodes) {
     auto& ids = n.host.slot_ids;
     if (ids.empty()) continue;
@@ -137,6 +133,39 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
         "more than one listed host is this machine (localhost and its own name or address?): "
         "list it once");
   }
+}
+
+}  // namespace
+
+HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string&)>& is_local) {
+  HostPlan plan;
+  HostList list;
+  if (!o.hostfile.empty() && !o.hosts.empty()) {
+    plan.errors.push_back("--hostfile and -H both name the hosts: give one of them");
+    return plan;
+  }
+  // Inside an allocation with no hosts named, the allocation's nodes; --nnodes takes the first.
+  const bool allocation = o.launcher == "slurm" && o.hostfile.empty() && o.hosts.empty();
+  if (!choose_hosts(o, allocation, list, plan)) return plan;
+  int per_node = 0;
+  if (o.nproc_given && !parse_int(o.nproc_per_node, per_node, 1)) {
+    plan.errors.push_back(fmt::format(
+        "--nproc_per_node={}: give a number with --hostfile or -H (each host counts its own)",
+        o.nproc_per_node));
+    return plan;
+  }
+  int total = 0;
+  for (const auto& h : list.hosts) {
+    // Slurm's nodes without a task count run as many workers as the agent finds GPUs (0 here).
+    int nproc = per_node > 0 ? per_node : allocation && !h.slots_given ? 0 : h.slots;
+    // Under Slurm every node, this one too, gets an agent through srun.
+    NodePlan n{h, nproc, o.launcher != "slurm" && o.launcher != "sim" && is_local(h.host)};
+    total += n.nproc;
+    plan.nodes.push_back(std::move(n));
+  }
+  if (!check_allocation_counts(o, allocation, per_node, list, plan)) return plan;
+  if (!fill_np(o, total, plan)) return plan;
+  check_gpus_and_locals(plan);
   return plan;
 }
 
@@ -219,88 +248,99 @@ struct RemoteAgents::State {
     }
   }
 
+  // What the relay polls: each agent's open outputs and, until it ends, its done fd.
+  struct PollSet {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<std::size_t, int>> which;  // (agent, 0 out / 1 err / 2 done / 3 wake)
+    void add(int fd, std::size_t agent, int kind) {
+      fds.push_back({fd, POLLIN, 0});
+      which.emplace_back(agent, kind);
+    }
+  };
+
+  PollSet poll_set() {
+    PollSet set;
+    for (std::size_t i = 0; i < agents.size(); ++i) {
+      auto& a = agents[i];
+      if (a.out_open) set.add(a.command->stdout_fd(), i, 0);
+      if (a.err_open) set.add(a.command->stderr_fd(), i, 1);
+      if (!a.ended) set.add(a.command->done_fd(), i, 2);
+    }
+    return set;
+  }
+
+  // An exited agent waits for the job's end (over() wakes the poll) or its deadline: reports
+  // those past it and returns the poll's timeout for the rest (-1: none).
+  int report_overdue() {
+    if (lost->closed()) exited.clear();
+    auto now = std::chrono::steady_clock::now();
+    int timeout = -1;
+    for (auto it = exited.begin(); it != exited.end();) {
+      if (now < it->deadline) {
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(it->deadline - now).count();
+        timeout = timeout < 0 ? static_cast<int>(left) : std::min(timeout, static_cast<int>(left));
+        ++it;
+        continue;
+      }
+      lost->report(it->node_rank, it->host, it->why);
+      it = exited.erase(it);
+    }
+    return timeout;
+  }
+
+  void agent_ended(Running& a, char* buf, std::size_t size) {
+    a.ended = true;
+    RemoteExit exit = a.command->wait();
+    log::debug("{} {}: the agent of node {} ended: {}", transport, a.host, a.node_rank,
+               !exit.error.empty()    ? exit.error
+               : !exit.signal.empty() ? "SIG" + exit.signal
+                                      : fmt::format("exit code {}", exit.exit_code));
+    drain(a, buf, size);
+    if (lost->closed()) return;
+    std::string why = !exit.error.empty() ? exit.error
+                      : !exit.signal.empty()
+                          ? fmt::format("its agent was killed by SIG{}", exit.signal)
+                          : fmt::format("its agent exited with code {}", exit.exit_code);
+    if (exit.error.empty() && exit.signal.empty()) {
+      exited.push_back({std::chrono::steady_clock::now() + kLostGrace, a.node_rank, a.host, why});
+    } else {
+      lost->report(a.node_rank, a.host, why);
+    }
+  }
+
+  // kind 0: the agent's stdout, 1: its stderr.
+  static void read_output(Running& a, int kind, char* buf, std::size_t size) {
+    int fd = kind == 0 ? a.command->stdout_fd() : a.command->stderr_fd();
+    ssize_t n = read(fd, buf, size);
+    if (n > 0) {
+      (kind == 0 ? a.out : a.err)->on_data({buf, static_cast<std::size_t>(n)});
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      (kind == 0 ? a.out : a.err)->on_eof();
+      (kind == 0 ? a.out_open : a.err_open) = false;
+    }
+  }
+
   // Copies every agent's output to the terminal, whole lines at a time, and notices agents
   // that end. Runs until every agent has ended and its output is drained.
   void relay_loop() {
     char buf[16384];
     while (true) {
-      std::vector<pollfd> fds;
-      std::vector<std::pair<std::size_t, int>> which;  // (agent, 0 out / 1 err / 2 done)
-      for (std::size_t i = 0; i < agents.size(); ++i) {
-        auto& a = agents[i];
-        if (a.out_open) {
-          fds.push_back({a.command->stdout_fd(), POLLIN, 0});
-          which.emplace_back(i, 0);
-        }
-        if (a.err_open) {
-          fds.push_back({a.command->stderr_fd(), POLLIN, 0});
-          which.emplace_back(i, 1);
-        }
-        if (!a.ended) {
-          fds.push_back({a.command->done_fd(), POLLIN, 0});
-          which.emplace_back(i, 2);
-        }
-      }
-      // An exited agent waits for the job's end (over() wakes the poll) or its deadline.
-      if (lost->closed()) exited.clear();
-      auto now = std::chrono::steady_clock::now();
-      int timeout = -1;
-      for (auto it = exited.begin(); it != exited.end();) {
-        if (now < it->deadline) {
-          auto left = std::chrono::ceil<std::chrono::milliseconds>(it->deadline - now).count();
-          timeout =
-              timeout < 0 ? static_cast<int>(left) : std::min(timeout, static_cast<int>(left));
-          ++it;
-          continue;
-        }
-        lost->report(it->node_rank, it->host, it->why);
-        it = exited.erase(it);
-      }
-      if (which.empty() && exited.empty()) return;
-      if (!exited.empty()) {
-        fds.push_back({wake_r, POLLIN, 0});
-        which.emplace_back(0, 3);
-      }
-      if (poll(fds.data(), fds.size(), timeout) < 0) continue;
-      for (std::size_t k = 0; k < which.size(); ++k) {
-        if (fds[k].revents == 0) continue;
-        int kind = which[k].second;
+      PollSet set = poll_set();
+      int timeout = report_overdue();
+      if (set.which.empty() && exited.empty()) return;
+      if (!exited.empty()) set.add(wake_r, 0, 3);
+      if (poll(set.fds.data(), set.fds.size(), timeout) < 0) continue;
+      for (std::size_t k = 0; k < set.which.size(); ++k) {
+        if (set.fds[k].revents == 0) continue;
+        auto [agent, kind] = set.which[k];
         if (kind == 3) {
           char c;
           while (::read(wake_r, &c, 1) > 0) {
           }
-          continue;
-        }
-        auto& a = agents[which[k].first];
-        if (kind == 2) {
-          a.ended = true;
-          RemoteExit exit = a.command->wait();
-          log::debug("{} {}: the agent of node {} ended: {}", transport, a.host, a.node_rank,
-                     !exit.error.empty()    ? exit.error
-                     : !exit.signal.empty() ? "SIG" + exit.signal
-                                            : fmt::format("exit code {}", exit.exit_code));
-          drain(a, buf, sizeof buf);
-          if (!lost->closed()) {
-            std::string why = !exit.error.empty() ? exit.error
-                              : !exit.signal.empty()
-                                  ? fmt::format("its agent was killed by SIG{}", exit.signal)
-                                  : fmt::format("its agent exited with code {}", exit.exit_code);
-            if (exit.error.empty() && exit.signal.empty()) {
-              exited.push_back(
-                  {std::chrono::steady_clock::now() + kLostGrace, a.node_rank, a.host, why});
-            } else {
-              lost->report(a.node_rank, a.host, why);
-            }
-          }
-          continue;
-        }
-        int fd = kind == 0 ? a.command->stdout_fd() : a.command->stderr_fd();
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n > 0) {
-          (kind == 0 ? a.out : a.err)->on_data({buf, static_cast<std::size_t>(n)});
-        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-          (kind == 0 ? a.out : a.err)->on_eof();
-          (kind == 0 ? a.out_open : a.err_open) = false;
+        } else if (kind == 2) {
+          agent_ended(agents[agent], buf, sizeof buf);
+        } else {
+          read_output(agents[agent], kind, buf, sizeof buf);
         }
       }
     }
