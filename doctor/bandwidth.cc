@@ -357,6 +357,115 @@ class GlooCollective final : public SweepCollective {
 };
 #endif
 
+// Where this rank's traffic goes, published for the link comparison on rank 0.
+void publish_link(rdzv::Client& client, int rank, const std::string& backend) {
+  const char* ifname = std::getenv(sweep_iface_variable(backend));
+  RankLink mine{this_host(), ifname ? ifname : "", ifname && *ifname ? sysfs_speed(ifname) : -1};
+  client.set(fmt::format("mlrun_doctor_bw/link/{}", rank),
+             nlohmann::json{{"host", mine.host}, {"iface", mine.iface}, {"speed", mine.speed_mbps}}
+                 .dump());
+}
+
+// Every rank's published link, read on rank 0.
+std::vector<RankLink> read_links(rdzv::Client& client, int world) {
+  std::vector<RankLink> links;
+  for (int r = 0; r < world; ++r) {
+    auto j = nlohmann::json::parse(client.get(fmt::format("mlrun_doctor_bw/link/{}", r)));
+    links.push_back({j.at("host").get<std::string>(), j.at("iface").get<std::string>(),
+                     j.at("speed").get<int>()});
+  }
+  return links;
+}
+
+std::unique_ptr<SweepCollective> make_collective(rdzv::Client& client, const SweepOptions& o,
+                                                 const std::string& backend, bool one_host) {
+  if (backend == "nccl") return make_nccl_collective(client, o);
+#ifdef MLRUN_HAVE_GLOO_SWEEP
+  return std::make_unique<GlooCollective>(client, o, one_host);
+#else
+  (void)one_host;
+  throw SweepError(
+      "this mlrun was built without Gloo (libgloo-dev), so it has no Gloo sweep; "
+      "--backend nccl measures with NCCL where there are GPUs");
+#endif
+}
+
+// Rank 0's heading: what carries the data, on how many ranks and nodes, then the table's header.
+void print_sweep_header(const SweepCollective& collective, const SweepOptions& o, int world,
+                        bool one_host) {
+  const char* groups = std::getenv("GROUP_WORLD_SIZE");
+  int nnodes = one_host ? 1 : 0;  // 0 where GROUP_WORLD_SIZE is not a count: unknown.
+  if (!one_host && groups != nullptr) parse_integer(std::string_view(groups), nnodes, 0);
+  fmt::print(
+      "# mlrun doctor --bandwidth: {}, {} rank{} on {} node{}, "
+      "{} warm-up + {} timed iterations per size; time is the slowest rank's mean\n",
+      collective.title(), world, world == 1 ? "" : "s", nnodes, nnodes == 1 ? "" : "s", o.warmup,
+      o.iters);
+  fmt::print("{}", sweep_table_header());
+  std::fflush(stdout);
+}
+
+// This rank's wrong elements in the output of a count-element allreduce (the first few named).
+long count_wrong(const float* out, std::size_t count, int world, int rank, std::size_t bytes) {
+  long wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (out[i] != sweep_expected(world, i)) {
+      if (wrong++ < 3) {
+        fmt::print(stderr, "allreduce-sweep: rank {}: {} B: element {} is {}, expected {}\n", rank,
+                   bytes, i, out[i], sweep_expected(world, i));
+      }
+    }
+  }
+  return wrong;
+}
+
+// One size timed and checked on every rank: the slowest rank's time, every rank's wrong values.
+SweepRow sweep_one_size(SweepCollective& collective, const SweepOptions& o, std::size_t bytes,
+                        int world, int rank) {
+  const std::size_t count = bytes / 4;
+  double us = collective.time_allreduce(count, o.warmup, o.iters);
+  long wrong = count_wrong(collective.output(count), count, world, rank, bytes);
+  std::vector<double> slowest = {us};
+  collective.reduce(slowest, true);
+  std::vector<double> wrongs = {static_cast<double>(wrong)};
+  collective.reduce(wrongs, false);
+  return make_sweep_row(bytes, slowest[0], world, static_cast<long>(wrongs[0]));
+}
+
+// What the summary lines say, gathered row by row.
+struct SweepTotals {
+  long wrong = 0;
+  double peak = 0, sum_busbw = 0;
+  std::size_t peak_bytes = 0;
+  std::size_t rows = 0;
+
+  void add(const SweepRow& row) {
+    wrong += row.wrong;
+    sum_busbw += row.busbw;
+    ++rows;
+    if (row.busbw > peak) {
+      peak = row.busbw;
+      peak_bytes = row.bytes;
+    }
+  }
+};
+
+// Rank 0's summary: wrong values, average and peak bus bandwidth, and the link comparison.
+void print_sweep_summary(const SweepTotals& t, const SweepOptions& o, bool one_host,
+                         rdzv::Client& client, int world, const std::string& backend) {
+  fmt::print("# Out of bounds values : {} {}\n", t.wrong, t.wrong == 0 ? "OK" : "FAILED");
+  fmt::print("# Avg bus bandwidth    : {:.3f} GB/s\n",
+             t.rows == 0 ? 0.0 : t.sum_busbw / static_cast<double>(t.rows));
+  fmt::print("# Peak bus bandwidth   : {:.3f} GB/s at {}\n", t.peak, bytes_text(t.peak_bytes));
+  const std::vector<RankLink> links = read_links(client, world);
+  bool warn = false;
+  for (const auto& line :
+       link_verdict(t.peak, t.peak_bytes, o.max_bytes, one_host, links, &warn, backend)) {
+    fmt::print("{}\n", line);
+  }
+  std::fflush(stdout);
+}
+
 // The sweep on this rank with the job's backend: the same sizes, timing, checks, table and link
 // comparison whatever carries the data.
 int run_sweep(const SweepOptions& o, const std::string& backend) {
@@ -371,96 +480,26 @@ int run_sweep(const SweepOptions& o, const std::string& backend) {
     return 2;
   }
   const bool one_host = client.local_world_size() == world;
-  // Where this rank's traffic goes: for the link comparison on rank 0.
-  const char* ifname = std::getenv(sweep_iface_variable(backend));
-  RankLink mine{this_host(), ifname ? ifname : "", ifname && *ifname ? sysfs_speed(ifname) : -1};
-  client.set(fmt::format("mlrun_doctor_bw/link/{}", rank),
-             nlohmann::json{{"host", mine.host}, {"iface", mine.iface}, {"speed", mine.speed_mbps}}
-                 .dump());
-
-  std::unique_ptr<SweepCollective> collective;
-  if (backend == "nccl") {
-    collective = make_nccl_collective(client, o);
-  } else {
-#ifdef MLRUN_HAVE_GLOO_SWEEP
-    collective = std::make_unique<GlooCollective>(client, o, one_host);
-#else
-    throw SweepError(
-        "this mlrun was built without Gloo (libgloo-dev), so it has no Gloo sweep; "
-        "--backend nccl measures with NCCL where there are GPUs");
-#endif
-  }
-
+  publish_link(client, rank, backend);
+  std::unique_ptr<SweepCollective> collective = make_collective(client, o, backend, one_host);
   std::vector<std::size_t> sizes = sweep_sizes(o);
   collective->prepare(sizes.empty() ? 1 : sizes.back() / 4);
-
-  const char* groups = std::getenv("GROUP_WORLD_SIZE");
-  int nnodes = one_host ? 1 : 0;  // 0 where GROUP_WORLD_SIZE is not a count: unknown.
-  if (!one_host && groups != nullptr) parse_integer(std::string_view(groups), nnodes, 0);
-  if (rank == 0) {
-    fmt::print(
-        "# mlrun doctor --bandwidth: {}, {} rank{} on {} node{}, "
-        "{} warm-up + {} timed iterations per size; time is the slowest rank's mean\n",
-        collective->title(), world, world == 1 ? "" : "s", nnodes, nnodes == 1 ? "" : "s", o.warmup,
-        o.iters);
-    fmt::print("{}", sweep_table_header());
-    std::fflush(stdout);
-  }
-  long wrong_total = 0;
-  double peak = 0, sum_busbw = 0;
-  std::size_t peak_bytes = 0;
+  if (rank == 0) print_sweep_header(*collective, o, world, one_host);
+  SweepTotals totals;
   for (std::size_t bytes : sizes) {
-    const std::size_t count = bytes / 4;
-    double us = collective->time_allreduce(count, o.warmup, o.iters);
-    const float* out = collective->output(count);
-    long wrong = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (out[i] != sweep_expected(world, i)) {
-        if (wrong++ < 3) {
-          fmt::print(stderr, "allreduce-sweep: rank {}: {} B: element {} is {}, expected {}\n",
-                     rank, bytes, i, out[i], sweep_expected(world, i));
-        }
-      }
-    }
-    std::vector<double> slowest = {us};
-    collective->reduce(slowest, true);
-    std::vector<double> wrongs = {static_cast<double>(wrong)};
-    collective->reduce(wrongs, false);
-    SweepRow row = make_sweep_row(bytes, slowest[0], world, static_cast<long>(wrongs[0]));
-    wrong_total += row.wrong;
-    sum_busbw += row.busbw;
-    if (row.busbw > peak) {
-      peak = row.busbw;
-      peak_bytes = bytes;
-    }
+    SweepRow row = sweep_one_size(*collective, o, bytes, world, rank);
+    totals.add(row);
     if (rank == 0) {
       fmt::print("{}", sweep_table_row(row));
       std::fflush(stdout);
     }
   }
-  if (rank == 0) {
-    fmt::print("# Out of bounds values : {} {}\n", wrong_total, wrong_total == 0 ? "OK" : "FAILED");
-    fmt::print("# Avg bus bandwidth    : {:.3f} GB/s\n",
-               sizes.empty() ? 0.0 : sum_busbw / static_cast<double>(sizes.size()));
-    fmt::print("# Peak bus bandwidth   : {:.3f} GB/s at {}\n", peak, bytes_text(peak_bytes));
-    std::vector<RankLink> links;
-    for (int r = 0; r < world; ++r) {
-      auto j = nlohmann::json::parse(client.get(fmt::format("mlrun_doctor_bw/link/{}", r)));
-      links.push_back({j.at("host").get<std::string>(), j.at("iface").get<std::string>(),
-                       j.at("speed").get<int>()});
-    }
-    bool warn = false;
-    for (const auto& line :
-         link_verdict(peak, peak_bytes, o.max_bytes, one_host, links, &warn, backend)) {
-      fmt::print("{}\n", line);
-    }
-    std::fflush(stdout);
-  }
+  if (rank == 0) print_sweep_summary(totals, o, one_host, client, world, backend);
   // Nobody leaves while a peer may still read from its pairs (Gloo), or while NCCL's bootstrap
   // root, in rank 0's process, may still serve a peer.
   client.barrier("mlrun_doctor_bw/done");
-  if (wrong_total > 0) {
-    if (rank == 0) fmt::print(stderr, "allreduce-sweep: {} wrong values\n", wrong_total);
+  if (totals.wrong > 0) {
+    if (rank == 0) fmt::print(stderr, "allreduce-sweep: {} wrong values\n", totals.wrong);
     return 1;
   }
   return 0;

@@ -156,13 +156,9 @@ void collect_probes(std::vector<RunningProbe>& probes, Clock::time_point deadlin
   }
 }
 
-}  // namespace
-
-// Every listed host other than this one: SSH to all at once, then the probe on each, all
-// running together against a rendezvous served here on o.port, within one bound for the whole
-// phase (remote_probe_limit_seconds). Returns 0, or 1 when nothing could be served.
-int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hosts,
-                       DoctorReport& report) {
+// The listed hosts that are not this one. A listed name for this host becomes its section's
+// host (the name it was found under stays as its hostname).
+std::vector<HostEntry> remote_entries(const std::vector<HostEntry>& hosts, DoctorReport& report) {
   std::vector<HostEntry> remote;
   for (const auto& e : hosts) {
     if (is_local_host(e.host)) {
@@ -174,34 +170,36 @@ int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hos
       remote.push_back(e);
     }
   }
-  if (remote.empty()) {
-    report.remote_status = "every listed host is this host: nothing to check over SSH";
-    return 0;
-  }
-  const int limit_s = remote_probe_limit_seconds(o);
-  const auto deadline = Clock::now() + std::chrono::seconds(limit_s);
-  // A real rendezvous server, on every address, as a job's head serves it.
+  return remote;
+}
+
+// A real rendezvous server, on every address, as a job's head serves it; nullopt (with the
+// error printed) when it cannot be served.
+std::optional<rendezvous::Server> serve_check_rendezvous(const DoctorOptions& o) {
   rendezvous::ServerOptions so;
   so.host = "0.0.0.0";
   so.port = o.port;
   so.token = random_hex(16);
   so.job_id = "mlrun-doctor";
   so.log = [](std::string_view) {};  // The probes connect and never authenticate.
-  std::optional<rendezvous::Server> server;
   try {
-    server.emplace(rendezvous::Server::start(so));
+    return rendezvous::Server::start(so);
   } catch (const std::exception& e) {
     fmt::print(stderr, "mlrun: error: cannot serve the rendezvous for the check on port {}: {}\n",
                o.port, e.what());
-    return 1;
+    return std::nullopt;
   }
-  report.rendezvous_port = server->port();
+}
+
+// SSH to every remote host at once, then the probe started on each one reached; a host not
+// reached gets its section here.
+std::vector<RunningProbe> start_probes(const DoctorOptions& o, const std::vector<HostEntry>& remote,
+                                       int rendezvous_port, std::vector<HostReport>& sections) {
   std::vector<SshTarget> targets;
   for (const auto& e : remote) targets.push_back({e.host, e.user, e.port});
   SshOptions ssh;
   ssh.connect_timeout = std::chrono::milliseconds(o.ssh_timeout_ms);
   auto sessions = connect_all(targets, ssh);
-  std::vector<HostReport> sections(remote.size());
   std::vector<RunningProbe> probes;
   for (std::size_t i = 0; i < remote.size(); ++i) {
     if (auto* e = std::get_if<SshError>(&sessions[i])) {
@@ -216,12 +214,16 @@ int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hos
     p.index = i;
     p.address = session.local_address();
     p.command.emplace(RemoteCommand::start(
-        std::move(session), remote_probe_command(o, p.address, report.rendezvous_port), ""));
+        std::move(session), remote_probe_command(o, p.address, rendezvous_port), ""));
     probes.push_back(std::move(p));
   }
-  // Every probe runs at once; a host that has not answered by the deadline is given up on:
-  // its connection is closed, which ends the probe there (its stdin lifeline).
-  collect_probes(probes, deadline);
+  return probes;
+}
+
+// Each probe's section once collection is over: its report where it ended, else it is stopped
+// and reported as not finished within limit_s.
+void finish_probes(std::vector<RunningProbe>& probes, const std::vector<HostEntry>& remote,
+                   int limit_s, std::vector<HostReport>& sections) {
   for (auto& p : probes) {
     if (p.ended) {
       sections[p.index] =
@@ -240,6 +242,31 @@ int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hos
         limit_s);
   }
   probes.clear();  // Waits for each pump; a stopped one ends at once.
+}
+
+}  // namespace
+
+// Every listed host other than this one: SSH to all at once, then the probe on each, all
+// running together against a rendezvous served here on o.port, within one bound for the whole
+// phase (remote_probe_limit_seconds). Returns 0, or 1 when nothing could be served.
+int check_remote_hosts(const DoctorOptions& o, const std::vector<HostEntry>& hosts,
+                       DoctorReport& report) {
+  const std::vector<HostEntry> remote = remote_entries(hosts, report);
+  if (remote.empty()) {
+    report.remote_status = "every listed host is this host: nothing to check over SSH";
+    return 0;
+  }
+  const int limit_s = remote_probe_limit_seconds(o);
+  const auto deadline = Clock::now() + std::chrono::seconds(limit_s);
+  std::optional<rendezvous::Server> server = serve_check_rendezvous(o);
+  if (!server) return 1;
+  report.rendezvous_port = server->port();
+  std::vector<HostReport> sections(remote.size());
+  std::vector<RunningProbe> probes = start_probes(o, remote, report.rendezvous_port, sections);
+  // Every probe runs at once; a host that has not answered by the deadline is given up on:
+  // its connection is closed, which ends the probe there (its stdin lifeline).
+  collect_probes(probes, deadline);
+  finish_probes(probes, remote, limit_s, sections);
   for (auto& s : sections) report.hosts.push_back(std::move(s));
   report.remote_status = fmt::format(
       "SSH to {} host{}, each probed there within {} s; rendezvous port {} served on this host "
