@@ -84,7 +84,7 @@ FlagTable sweep_flag_table(SweepOptions& o, std::vector<std::string>& errors) {
   };
   auto number = [&errors](int& field, int lo, int hi, std::string_view what) {
     return [&field, &errors, lo, hi, what](const std::string& flag, const std::string& v) {
-      if (!parse_int(v, field, lo, hi))
+      if (!parse_integer(v, field, lo, hi))
         errors.push_back(fmt::format("doctor: {} {}: expected {}", flag, v, what));
     };
   };

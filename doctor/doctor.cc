@@ -46,7 +46,7 @@ Apply set(bool& field) {
 
 Apply number(int& field, int lo, int hi, std::string_view what, std::vector<std::string>& errors) {
   return [&field, &errors, lo, hi, what](const std::string& flag, const std::string& v) {
-    if (!parse_int(v, field, lo, hi))
+    if (!parse_integer(v, field, lo, hi))
       errors.push_back(fmt::format("doctor: {}={}: expected {}", flag, v, what));
   };
 }

@@ -148,7 +148,7 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
   const bool allocation = o.launcher == "slurm" && o.hostfile.empty() && o.hosts.empty();
   if (!choose_hosts(o, allocation, list, plan)) return plan;
   int per_node = 0;
-  if (o.nproc_given && !parse_int(o.nproc_per_node, per_node, 1)) {
+  if (o.nproc_given && !parse_integer(o.nproc_per_node, per_node, 1)) {
     plan.errors.push_back(fmt::format(
         "--nproc_per_node={}: give a number with --hostfile or -H (each host counts its own)",
         o.nproc_per_node));

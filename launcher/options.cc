@@ -47,7 +47,7 @@ void bad(Errors& errors, const std::string& flag, const std::string& value, std:
 Apply int_in_range(int& field, int minimum, int maximum, Errors& e) {
   return [&field, &e, minimum, maximum](const std::string& flag, const std::string& v) {
     int n;
-    if (!parse_int(v, n) || n < minimum || n > maximum) {
+    if (!parse_integer(v, n) || n < minimum || n > maximum) {
       bad(e, flag, v,
           fmt::format("must be an integer from {} to {} (mlrun's limit)", minimum, maximum));
       return;
@@ -95,7 +95,7 @@ Apply stream_spec(StreamSpec& field, Errors& e) {
   return [&field, &e](const std::string& f, const std::string& v) {
     StreamSpec spec;
     int mask;
-    if (parse_int(v, mask)) {
+    if (parse_integer(v, mask)) {
       if (mask < 0 || mask > 3)
         return bad(e, f, v, "must be 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
       spec.all = mask;
@@ -105,8 +105,9 @@ Apply stream_spec(StreamSpec& field, Errors& e) {
     for (auto item : split(v, ',')) {
       auto parts = split(item, ':');
       int local_rank;
-      if (parts.size() != 2 || !parse_int(parts[0], local_rank) || local_rank < 0 ||
-          local_rank >= kMaxNprocPerNode || !parse_int(parts[1], mask) || mask < 0 || mask > 3) {
+      if (parts.size() != 2 || !parse_integer(parts[0], local_rank) || local_rank < 0 ||
+          local_rank >= kMaxNprocPerNode || !parse_integer(parts[1], mask) || mask < 0 ||
+          mask > 3) {
         return bad(e, f, v, "must be 0-3 or a list of LOCAL_RANK:0-3 (for example 0:3,1:2)");
       }
       spec.per_rank.emplace_back(local_rank, mask);
@@ -119,7 +120,7 @@ Apply nproc(Options& o, Errors& e) {
   return [&o, &e](const std::string& f, const std::string& v) {
     int n;
     if (v == "auto" || v == "gpu" || v == "cpu" ||
-        (parse_int(v, n) && n >= 1 && n <= kMaxNprocPerNode)) {
+        (parse_integer(v, n) && n >= 1 && n <= kMaxNprocPerNode)) {
       o.nproc_per_node = v;
       o.nproc_given = true;
       return;
@@ -135,10 +136,10 @@ Apply nnodes(Options& o, Errors& e) {
   return [&o, &e](const std::string& f, const std::string& v) {
     auto parts = split(v, ':');
     int lo, hi;
-    if (parts.size() == 1 && parse_int(parts[0], lo) && lo >= 1 && lo <= kMaxNodes) {
+    if (parts.size() == 1 && parse_integer(parts[0], lo) && lo >= 1 && lo <= kMaxNodes) {
       o.nnodes_min = o.nnodes_max = lo;
-    } else if (parts.size() == 2 && parse_int(parts[0], lo) && parse_int(parts[1], hi) && lo >= 1 &&
-               hi >= lo && hi <= kMaxNodes) {
+    } else if (parts.size() == 2 && parse_integer(parts[0], lo) && parse_integer(parts[1], hi) &&
+               lo >= 1 && hi >= lo && hi <= kMaxNodes) {
       o.nnodes_min = lo;
       o.nnodes_max = hi;
     } else {
@@ -151,7 +152,7 @@ Apply nnodes(Options& o, Errors& e) {
 
 Apply port(int& field, Errors& e) {
   return [&field, &e](const std::string& f, const std::string& v) {
-    if (!parse_int(v, field, 0, 65535)) bad(e, f, v, "must be a port, 0-65535");
+    if (!parse_integer(v, field, 0, 65535)) bad(e, f, v, "must be a port, 0-65535");
   };
 }
 
@@ -160,7 +161,7 @@ Apply local_ranks(std::optional<std::vector<int>>& field, Errors& e) {
     std::vector<int> ranks;
     for (auto item : split(v, ',')) {
       int r;
-      if (!parse_int(item, r) || r < 0 || r >= kMaxNprocPerNode) {
+      if (!parse_integer(item, r) || r < 0 || r >= kMaxNprocPerNode) {
         return bad(e, f, v, "must be a comma list of local ranks");
       }
       ranks.push_back(r);
@@ -474,7 +475,7 @@ void apply_environment(const FlagTable& table, Options& o, Errors& errors,
       if (!flag->takes_value()) {
         // torchrun's check_env: bool(int(value)).
         int n;
-        if (!parse_int(value, n)) {
+        if (!parse_integer(value, n)) {
           errors.push_back(fmt::format("{}={}: must be 0 or 1 (for {})", var, value, option));
           break;
         }
@@ -501,7 +502,7 @@ void check_options(const Options& o, Errors& errors) {
     errors.push_back(
         fmt::format("--node_rank={} must be less than --nnodes={}", o.node_rank, o.nnodes_max));
   }
-  if (int n; parse_int(o.nproc_per_node, n) &&
+  if (int n; parse_integer(o.nproc_per_node, n) &&
              static_cast<std::int64_t>(n) * o.nnodes_max > kMaxWorldSize) {
     errors.push_back(fmt::format(
         "--nproc_per_node={} --nnodes={}: a world of {} ranks is more than the limit of {}",
@@ -531,16 +532,6 @@ const FlagSyntax kLaunchSyntax = {
 FlagTable launch_flag_table(Options& o, std::vector<std::string>& e) {
   return concat({torchrun_job_flags(o, e), torchrun_worker_flags(o, e), mpirun_flags(o, e),
                  mlrun_flags(o, e), output_flags(o)});
-}
-
-bool parse_int(std::string_view s, int& out, int lo, int hi) {
-  int value;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || value < lo || value > hi) {
-    return false;
-  }
-  out = value;
-  return true;
 }
 
 int StreamSpec::for_local_rank(int local_rank) const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/flags.h"
+#include "rendezvous/integer.h"
 
 namespace mlrun {
 
@@ -130,10 +131,6 @@ struct ParseResult {
   Options options;
   std::vector<OptionError> errors;
 };
-
-/// The one integer parser of the command lines: all of s in base 10 (no sign but '-', no
-/// spaces), within [lo, hi]. False, and out untouched, otherwise.
-bool parse_int(std::string_view s, int& out, int lo = INT_MIN, int hi = INT_MAX);
 
 /// Reads an environment variable; nullptr when it is not set.
 using GetEnv = std::function<const char*(const std::string& name)>;

@@ -185,17 +185,17 @@ TEST(Options, PetErrorsNameTheVariableAndRangesAreCheckedAfterIt) {
 
 TEST(ParseInt, WholeBaseTenWithinBounds) {
   int n = 7;
-  EXPECT_TRUE(parse_int("42", n));
+  EXPECT_TRUE(parse_integer("42", n));
   EXPECT_EQ(n, 42);
-  EXPECT_TRUE(parse_int("-3", n));
+  EXPECT_TRUE(parse_integer("-3", n));
   EXPECT_EQ(n, -3);
   for (const char* bad : {"", " 1", "1 ", "+1", "4x", "0x10", "99999999999"}) {
-    EXPECT_FALSE(parse_int(bad, n)) << bad;
+    EXPECT_FALSE(parse_integer(bad, n)) << bad;
   }
   EXPECT_EQ(n, -3);  // Untouched by a failure.
-  EXPECT_TRUE(parse_int("65535", n, 0, 65535));
-  EXPECT_FALSE(parse_int("65536", n, 0, 65535));
-  EXPECT_FALSE(parse_int("-1", n, 0, 65535));
+  EXPECT_TRUE(parse_integer("65535", n, 0, 65535));
+  EXPECT_FALSE(parse_integer("65536", n, 0, 65535));
+  EXPECT_FALSE(parse_integer("-1", n, 0, 65535));
 }
 
 TEST(Options, SignalsToHandleFromFlagPetOrTorchelasticVariable) {

@@ -50,7 +50,8 @@ FlagTable rdzv_flag_table(RdzvOptions& o, std::vector<std::string>& errors) {
   };
   auto number = [&errors](int& field, int lo, int hi, std::string why) {
     return [&field, &errors, lo, hi, why](const std::string& flag, const std::string& v) {
-      if (!parse_int(v, field, lo, hi)) errors.push_back(fmt::format("{} {}: {}", flag, v, why));
+      if (!parse_integer(v, field, lo, hi))
+        errors.push_back(fmt::format("{} {}: {}", flag, v, why));
     };
   };
   return {

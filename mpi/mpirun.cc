@@ -62,7 +62,7 @@ void check_job(const MpiJob& job) {
   check_names(job.defaults);
 }
 
-bool parse_int(std::string_view s, int& out) {
+bool parse_integer(std::string_view s, int& out) {
   if (s.empty() || s.size() > 9) return false;
   int v = 0;
   for (char c : s) {
@@ -83,8 +83,8 @@ std::size_t match_tag(std::string_view s, int& rank, MpiStream& stream) {
     return 0;
   }
   int job = 0;
-  if (!parse_int(s.substr(1, comma - 1), job)) return 0;
-  if (!parse_int(s.substr(comma + 1, close - comma - 1), rank)) return 0;
+  if (!parse_integer(s.substr(1, comma - 1), job)) return 0;
+  if (!parse_integer(s.substr(comma + 1, close - comma - 1), rank)) return 0;
   std::string_view rest = s.substr(close + 1);
   static constexpr std::pair<std::string_view, MpiStream> kStreams[] = {
       {"<stdout>:", MpiStream::kStdout},
