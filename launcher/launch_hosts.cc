@@ -14,6 +14,7 @@
 #include <mlrun/rendezvous.hpp>
 
 #include "launcher/head_signals.h"
+#include "launcher/join_progress.h"
 #include "launcher/signal_relay.h"
 #include "launcher/this_node.h"
 #include "transport/local.h"
@@ -104,13 +105,22 @@ std::vector<transport::AgentNode> agent_nodes_of(const LaunchPlan& plan) {
 // The rendezvous of a job started from here, on every address (or, for PyTorch's store, on the
 // one the nodes reach: advertised). Returns false, said, when it cannot be served.
 bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::string& advertised,
-                           const std::string& token, std::optional<rendezvous::Server>& server) {
+                           const std::string& token, std::chrono::steady_clock::time_point began,
+                           std::optional<rendezvous::Server>& server) {
   try {
     // With --store mlrun this is also PyTorch's TCPStore, which has no authentication: listen
     // on the address the nodes reach (docs/torch-store.md), where it is known here.
     bool narrow = o.store == "mlrun" && !advertised.empty();
     rendezvous::ServerOptions so{narrow ? advertised : "0.0.0.0", 0, token, plan.job_id};
     so.torch_store = o.store == "mlrun";
+    // The running count of joined ranks, on the server's thread (launcher/join_progress.h).
+    if (log::enabled(spdlog::level::info)) {
+      so.on_join = [progress = std::make_shared<JoinProgress>(plan.world_size, began)](
+                       std::string_view group, std::uint32_t joined, std::uint32_t size,
+                       std::uint64_t ranks) {
+        if (auto line = progress->on_join(group, joined, size, ranks)) log::info("{}", *line);
+      };
+    }
     server.emplace(rendezvous::Server::start(std::move(so)));
     return true;
   } catch (const std::exception& e) {
@@ -208,7 +218,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
   // This host's own workers talk to the others on the interface of that route.
   if (agents && !advertised.empty() && o.master_addr.empty()) choose_network(o, plan, advertised);
   std::string token = random_hex(16);
-  if (!serve_head_rendezvous(o, plan, advertised, token, server)) return 1;
+  if (!serve_head_rendezvous(o, plan, advertised, token, began, server)) return 1;
   std::string endpoint = advertised.empty() ? "" : make_endpoint(advertised, server->port());
   log::info("rendezvous serving at {}",
             endpoint.empty() ? fmt::format("port {}", server->port()) : endpoint);

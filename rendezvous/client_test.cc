@@ -3,6 +3,8 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -223,6 +225,57 @@ TEST(ClientServer, ServerAbortCallsOnAbortOnce) {
   EXPECT_THROW(c.heartbeat(), AbortedError);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(reason, "launcher says stop");
+}
+
+// The server reports each join of a group as it takes it: members so far, size, weights so far;
+// a member that leaves before the group completes takes its weight with it.
+TEST(ClientServer, ServerReportsEachJoinWithItsWeights) {
+  struct Seen {
+    std::uint32_t joined, size;
+    std::uint64_t weight;
+    bool operator==(const Seen&) const = default;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Seen> seen;
+  std::string group;
+  ServerOptions o{"127.0.0.1", 0, kToken};
+  o.on_join = [&](std::string_view g, std::uint32_t joined, std::uint32_t size, std::uint64_t w) {
+    std::lock_guard lock(mu);
+    group = std::string(g);
+    seen.push_back({joined, size, w});
+    cv.notify_all();
+  };
+  Server s = Server::start(std::move(o));
+  auto wait_for = [&](std::size_t n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, 10s, [&] { return seen.size() >= n; });
+  };
+  std::vector<std::thread> ts;
+  auto node = [&](int local_world, std::chrono::milliseconds timeout, bool completes) {
+    ts.emplace_back([&, local_world, timeout, completes] {
+      Client c = Client::connect(s.endpoint(), kToken, quick());
+      if (completes) {
+        EXPECT_EQ(c.join_node(3, local_world, -1, timeout).world_size, 7);
+      } else {
+        EXPECT_THROW(c.join_node(3, local_world, -1, timeout), TimeoutError);
+      }
+    });
+  };
+  node(2, 20s, true);
+  ASSERT_TRUE(wait_for(1));
+  node(3, 300ms, false);  // gives up before the group is complete
+  ASSERT_TRUE(wait_for(2));
+  ts.back().join();
+  ts.pop_back();
+  node(1, 20s, true);
+  ASSERT_TRUE(wait_for(3));
+  node(4, 20s, true);
+  ASSERT_TRUE(wait_for(4));
+  for (auto& t : ts) t.join();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(group, "mlrun/join/g0/nodes");
+  EXPECT_EQ(seen, (std::vector<Seen>{{1, 3, 2}, {2, 3, 5}, {2, 3, 3}, {3, 3, 7}}));
 }
 
 TEST_F(ClientTest, JoinGivesRanksInJoinOrder) {

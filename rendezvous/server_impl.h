@@ -128,6 +128,7 @@ struct JoinGroup {
   std::uint32_t size = 0;
   std::unordered_map<Conn*, JoinMember> members;
   std::unordered_set<std::int32_t> claimed;
+  std::uint64_t weight = 0;  // of the members so far
 };
 
 // Elastic groups (docs/protocol.md, "Elastic groups"): membership rounds of nodes that come and

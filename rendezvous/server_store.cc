@@ -250,6 +250,10 @@ void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
         fmt::format("index {} of join group {} is already taken", r.index, quoted(r.group)));
   }
   g.members.emplace(c.get(), JoinMember{++join_seq_, r.index, r.weight});
+  g.weight += r.weight;
+  if (options_.on_join) {
+    options_.on_join(r.group, static_cast<std::uint32_t>(g.members.size()), g.size, g.weight);
+  }
   if (g.members.size() < g.size) {
     hold(c, Held::kJoin, r.timeout_ms, std::move(r.group), cost);
     return;
@@ -362,6 +366,7 @@ void ServerCore::Impl::unhold(Conn& c) {
         auto m = it->second.members.find(&c);
         if (m != it->second.members.end()) {
           if (m->second.index >= 0) it->second.claimed.erase(m->second.index);
+          it->second.weight -= m->second.weight;
           it->second.members.erase(m);
         }
         if (it->second.members.empty()) groups_.erase(it);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `mlrun -v` on a 3-host launch tells its story on stderr, each line tagged with the host that
 # wrote it (the agents' lines reach the head through its relay): hosts connected n/N, the
-# rendezvous, agents started and up, ranks joined per node, the job's end. -vv adds every step
-# (each SSH connect, each join, each spawn, each signal of a teardown). Without either, none of
-# it: the default output stays as it was.
+# rendezvous, agents started and up, ranks joined n/N as they join (at the head) and per node,
+# the job's end. -vv adds every step (each SSH connect, each join, each spawn, each signal of a
+# teardown). Without either, none of it: the default output stays as it was.
 source "$(dirname "$0")/multinode_lib.sh"
 write_worker ok.sh 'echo "rank $RANK on $(hostname)"'
 write_worker fails.sh '
@@ -26,6 +26,9 @@ expect_story "$T/err" \
   "mlrun $head info: hosts connected 3/3: host[123] in [0-9.]+ s" \
   "mlrun $head info: rendezvous serving at " \
   "mlrun $head info: agents started on 3 hosts" \
+  "mlrun $head info: ranks joined 2/6: 1/3 nodes after [0-9.]+ s" \
+  "mlrun $head info: ranks joined 4/6: 2/3 nodes after [0-9.]+ s" \
+  "mlrun $head info: ranks joined 6/6: 3/3 nodes after [0-9.]+ s" \
   "mlrun $head info: job over with exit code 0 after [0-9.]+ s"
 for i in 1 2 3; do
   node=$((i - 1))

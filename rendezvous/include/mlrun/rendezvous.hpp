@@ -115,6 +115,13 @@ struct ServerOptions {
   std::function<void(std::string_view line)> log{};
   /// Called once, on the server's thread, when the job is aborted; the reason as given.
   std::function<void(std::string_view reason)> on_abort{};
+  /// Called on the server's thread each time a join group takes a member: the group's name,
+  /// its members so far (1 to size), its size, and the sum of their weights (for the node
+  /// group of Client::join_node: the ranks joined so far). A member that leaves before the
+  /// group is complete is not reported; the next join's count says it. Must not block.
+  std::function<void(std::string_view group, std::uint32_t joined, std::uint32_t size,
+                     std::uint64_t weight)>
+      on_join{};
   /// Also serve PyTorch's c10d TCPStore protocol (torch 1.13 and 2.x clients) on this port,
   /// told apart from mlrun's own per connection (docs/torch-store.md). The protocol has no
   /// authentication: only loopback, the addresses of connections that authenticated with the
