@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -318,26 +319,36 @@ std::string resolve_program(const std::string& program, const std::string& path_
   throw SpawnError(fmt::format("{}: command not found in PATH", program));
 }
 
-BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seconds,
-                       std::atomic<pid_t>* running) {
-  BoundedRun r;
-  auto spawner = make_posix_spawner();
-  SpawnedProcess p;
+BoundedChild::BoundedChild(const std::vector<std::string>& argv, double timeout_seconds)
+    : spawner_(make_posix_spawner()),
+      deadline_(std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000))) {
   try {
-    p = spawner->spawn(SpawnRequest{argv, Environment::current().entries(), {}});
+    process_ = spawner_->spawn(SpawnRequest{argv, Environment::current().entries(), {}});
   } catch (const SpawnError& e) {
-    r.error = e.what();
-    return r;
+    error_ = e.what();
+    done_ = true;
   }
-  if (running != nullptr) *running = p.pid;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<long>(timeout_seconds * 1000));
-  pollfd fds[2] = {{p.stdout_fd, POLLIN, 0}, {p.stderr_fd, POLLIN, 0}};
+}
+
+BoundedChild::~BoundedChild() {
+  if (done_) return;
+  spawner_->signal_group(process_.pid, SIGKILL);
+  for (int fd : {process_.stdout_fd, process_.stderr_fd}) {
+    if (fd >= 0) close(fd);
+  }
+  while (waitpid(process_.pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+// Both streams until their end or the deadline (then timed_out).
+void BoundedChild::read_output(BoundedRun& r) {
+  pollfd fds[2] = {{process_.stdout_fd, POLLIN, 0}, {process_.stderr_fd, POLLIN, 0}};
   std::string* sinks[2] = {&r.out, &r.err};
   int open_fds = 2;
   while (open_fds > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       r.timed_out = true;
       break;
@@ -362,23 +373,45 @@ BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seco
   for (auto& f : fds) {
     if (f.fd >= 0) close(f.fd);
   }
+  process_.stdout_fd = process_.stderr_fd = -1;
+}
+
+BoundedRun BoundedChild::wait() {
+  BoundedRun r;
+  if (done_) {
+    r.error = error_;
+    return r;
+  }
+  done_ = true;
+  read_output(r);
   // The exit is awaited under the same deadline: a probe that closed its output may still hang.
+  // Its end of output is normally its exit an instant before: look again soon, then less often.
+  auto pause = std::chrono::microseconds(100);
   while (!r.timed_out) {
-    pid_t done = waitpid(p.pid, &r.status, WNOHANG);
-    if (done == p.pid || (done < 0 && errno != EINTR)) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    pid_t done = waitpid(process_.pid, &r.status, WNOHANG);
+    if (done == process_.pid || (done < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= deadline_) {
       r.timed_out = true;
       break;
     }
-    usleep(5000);
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
   }
   if (r.timed_out) {
-    spawner->signal_group(p.pid, SIGKILL);
-    while (waitpid(p.pid, &r.status, 0) < 0 && errno == EINTR) {
+    spawner_->signal_group(process_.pid, SIGKILL);
+    while (waitpid(process_.pid, &r.status, 0) < 0 && errno == EINTR) {
     }
   }
   // Whatever the probe left behind in its group goes too.
-  spawner->signal_group(p.pid, SIGKILL);
+  spawner_->signal_group(process_.pid, SIGKILL);
+  return r;
+}
+
+BoundedRun run_bounded(const std::vector<std::string>& argv, double timeout_seconds,
+                       std::atomic<pid_t>* running) {
+  BoundedChild child(argv, timeout_seconds);
+  if (running != nullptr) *running = child.pid();
+  BoundedRun r = child.wait();
   if (running != nullptr) *running = 0;
   return r;
 }

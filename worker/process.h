@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -88,6 +89,30 @@ struct BoundedRun {
   bool timed_out = false;
   int status = 0;  ///< waitpid's.
   std::string out, err;
+};
+
+/// A short command started now and awaited later (run_bounded in two steps, so the caller can
+/// do other work meanwhile): argv (argv[0] resolved) in its own process group with this
+/// process's environment, with timeout_seconds from its start. Destroyed before wait(), it
+/// SIGKILLs the group and reaps the command.
+class BoundedChild {
+ public:
+  BoundedChild(const std::vector<std::string>& argv, double timeout_seconds);
+  ~BoundedChild();
+  BoundedChild(const BoundedChild&) = delete;
+  BoundedChild& operator=(const BoundedChild&) = delete;
+  /// Its pid; 0 when it could not start.
+  pid_t pid() const { return error_.empty() ? process_.pid : 0; }
+  /// Its output and exit, up to the deadline (then SIGKILL of its group). Call once.
+  BoundedRun wait();
+
+ private:
+  void read_output(BoundedRun& r);
+  std::unique_ptr<ProcessSpawner> spawner_;
+  std::chrono::steady_clock::time_point deadline_;
+  SpawnedProcess process_;
+  std::string error_;
+  bool done_ = false;
 };
 
 /// Runs argv (argv[0] resolved) in its own process group with this process's environment, up to
