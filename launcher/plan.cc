@@ -185,15 +185,17 @@ std::string plan_master(const Options& o, LaunchPlan& plan) {
                      : !endpoint_host.empty() ? endpoint_host
                                               : "127.0.0.1";
   std::string toward = plan.master_addr;
-  if (on_hosts(o) && o.master_addr.empty()) {
+  // The Slurm head runs no workers (but mpirun's, --backend mpi): no interface of its own to
+  // choose, so no lookup of a node's name on the start's critical path.
+  const bool head_runs_none = o.launcher == "slurm" && o.backend != "mpi";
+  if (on_hosts(o) && o.master_addr.empty() && !head_runs_none) {
     // From here to the other hosts: this host's address on the route to the first of them
     // (a name only ~/.ssh/config knows is settled once SSH has connected: launch_on_hosts).
     for (const auto& n : plan.hosts.nodes) {
       if (n.local) continue;
       try {
-        // mpirun's own traffic under Slurm: a node's name may be known to Slurm only. (The Slurm
-        // head runs no workers otherwise, and needs no interface.)
-        bool by_slurm = o.launcher == "slurm" && o.backend == "mpi";
+        // mpirun's own traffic under Slurm: a node's name may be known to Slurm only.
+        bool by_slurm = o.launcher == "slurm";
         toward =
             local_address_toward(by_slurm ? transport::resolve_node(n.host.host) : n.host.host);
       } catch (const std::exception&) {
@@ -231,7 +233,10 @@ void finish_plan(const Options& o, LaunchPlan& plan) {
     for (const auto& n : plan.hosts.nodes) plan.world_size += n.nproc;
   }
   // The same choice `mlrun doctor` explains.
-  plan.backend = choose_backend(o.backend, count_gpus(), nccl_available()).name;
+  // NCCL is looked for (a dlopen of a 200 MB library) only where it makes the choice.
+  int gpus = count_gpus();
+  plan.backend =
+      choose_backend(o.backend, gpus, o.backend == "auto" && gpus > 0 && nccl_available()).name;
   // Nodes started one by one share nothing but their command lines: their job id is
   // torchrun's --rdzv_id (default "none"), the same on every node.
   plan.job_id = !o.rdzv_id.empty()                 ? o.rdzv_id
