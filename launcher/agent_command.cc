@@ -7,7 +7,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <optional>
+#include <thread>
+
+#include <mlrun/rendezvous.hpp>
 
 #include <fmt/format.h>
 
@@ -98,6 +103,58 @@ NodeJob node_job_of(const transport::AgentJob& record) {
   return job;
 }
 
+// The agent's mlrun options: the head's, with this node's worker count and the head's grace.
+ParseResult agent_options(const transport::AgentJob& record, const NodeJob& job) {
+  std::vector<std::string> args = record.args;
+  args.insert(args.begin(), fmt::format("--nproc_per_node={}", job.nproc));
+  ParseResult parsed = parse_options(args);
+  if (record.grace.count() > 0) {
+    parsed.options.grace_period = static_cast<double>(record.grace.count()) / 1000;
+  }
+  return parsed;
+}
+
+// A Slurm agent's grace period, cut to KillWait by the head once Slurm told it
+// (transport/slurm.h kSlurmGraceKey): asked for on a thread of its own while this agent plans.
+class SlurmGrace {
+ public:
+  explicit SlurmGrace(const NodeJob& job)
+      : thread_([this, endpoint = job.endpoint, token = job.token, id = job.job_id] {
+          try {
+            grace_ = transport::slurm_grace_from_head(endpoint, token, id);
+          } catch (...) {
+            failure_ = std::current_exception();
+          }
+        }) {}
+  ~SlurmGrace() {
+    if (thread_.joinable()) thread_.join();
+  }
+  SlurmGrace(const SlurmGrace&) = delete;
+  SlurmGrace& operator=(const SlurmGrace&) = delete;
+
+  // Joins the thread. Returns -1 with o's grace set, else the agent's exit code: 0 when the job
+  // was aborted (a refused Slurm version: the head says why), 1, said, when the head is out of
+  // reach (this agent cannot take part).
+  int take(Options& o) {
+    thread_.join();
+    try {
+      if (failure_) std::rethrow_exception(failure_);
+      o.grace_period = static_cast<double>(grace_.count()) / 1000;
+      return -1;
+    } catch (const rendezvous::AbortedError&) {
+      return 0;
+    } catch (const std::exception& e) {
+      error(fmt::format("agent on {}: no grace period from the head: {}", host_name(), e.what()));
+      return 1;
+    }
+  }
+
+ private:
+  std::chrono::milliseconds grace_{0};
+  std::exception_ptr failure_;
+  std::thread thread_;  // Last: it starts once the fields it writes exist.
+};
+
 }  // namespace
 
 // `mlrun agent`: one node of a job started by a head. Over SSH its job arrives on stdin (one JSON
@@ -120,17 +177,14 @@ int agent_command(const std::vector<std::string>&) {
     return 2;
   }
   NodeJob job = node_job_of(record);
+  std::optional<SlurmGrace> slurm_grace;
+  if (slurm) slurm_grace.emplace(job);
   // A node without a given worker count runs one worker per GPU it sees (inside a Slurm step:
   // the job's GPUs on this node), else one.
   if (job.nproc == 0) job.nproc = std::max(1, count_gpus());
   log::info("agent up: node {} of {}, {} worker{}, rendezvous at {}", job.node_rank, job.nnodes,
             job.nproc, job.nproc == 1 ? "" : "s", job.endpoint);
-  std::vector<std::string> args = record.args;
-  args.insert(args.begin(), fmt::format("--nproc_per_node={}", job.nproc));
-  ParseResult parsed = parse_options(args);
-  if (record.grace.count() > 0) {
-    parsed.options.grace_period = static_cast<double>(record.grace.count()) / 1000;
-  }
+  ParseResult parsed = agent_options(record, job);
   std::string rdzv_host;
   int rdzv_port;
   split_endpoint(job.endpoint, rdzv_host, rdzv_port);
@@ -140,7 +194,10 @@ int agent_command(const std::vector<std::string>&) {
   for (auto& e : parsed.errors) errors.push_back(fmt::format("{}: {}", host_name(), e.message));
   LaunchPlan plan;
   plan.gpu_ids = record.gpus;
-  if (!plan_launch(parsed.options, plan, errors)) return 2;
+  bool planned = plan_launch(parsed.options, plan, errors);
+  // Taken before the lifeline's fork, which wants no other thread.
+  if (int code = slurm_grace ? slurm_grace->take(parsed.options) : -1; code >= 0) return code;
+  if (!planned) return 2;
   plan.job_id = job.job_id;
   if (slurm) {
     // In a step Slurm signals every process, the workers too: its USR1 is theirs already, and

@@ -39,10 +39,9 @@ std::unique_ptr<transport::Transport> open_transport(const Options& o,
   std::vector<std::string> errors;
   std::unique_ptr<transport::Transport> t;
   if (o.launcher == "slurm") {
-    transport::SlurmConfig config;
-    t = transport::make_slurm_transport(errors, &config);
-    // Each agent stops its workers before Slurm's own SIGKILL when Slurm stops the job.
-    *grace = transport::grace_within_kill_wait(*grace, config.kill_wait);
+    // Each agent stops its workers before Slurm's own SIGKILL when Slurm stops the job: the
+    // transport cuts their grace to KillWait once Slurm has said it (after srun's start).
+    t = transport::make_slurm_transport(errors);
   } else if (o.launcher == "sim") {
     t = transport::make_local_transport(nodes);
   } else if (!nodes.empty()) {

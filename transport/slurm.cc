@@ -14,9 +14,12 @@
 
 #include <fmt/format.h>
 
+#include <mlrun/rendezvous.hpp>
+
 #include "launcher/plan.h"
 #include "rendezvous/integer.h"
 #include "worker/env.h"
+#include "worker/net.h"
 #include "worker/output.h"
 #include "worker/process.h"
 
@@ -37,7 +40,8 @@ constexpr std::chrono::seconds kSrunKillBound{10};
 
 class SlurmTransport : public Transport {
  public:
-  explicit SlurmTransport(std::string srun) : srun_(std::move(srun)) {}
+  SlurmTransport(std::string srun, std::string scontrol)
+      : srun_(std::move(srun)), scontrol_(std::move(scontrol)) {}
   ~SlurmTransport() override { finish(std::chrono::milliseconds(0)); }
   std::string name() const override { return "slurm"; }
   std::string head_address() const override { return ""; }
@@ -64,9 +68,13 @@ class SlurmTransport : public Transport {
       return;
     }
     watch_ = std::thread([this] { watch(); });
+    settle_config(job);
   }
 
   void finish(std::chrono::milliseconds bound) override {
+    // The head's bound is its grace period and 10 s; each agent's grace is cut to end within
+    // KillWait (settle_config), and so is the wait for them.
+    if (grace_.count() > 0) bound = std::min(bound, grace_ + kSrunKillBound);
     {
       // From here on no loss is reported: the job is over, and its server may be on its way out.
       std::lock_guard lock(report_mutex_);
@@ -86,6 +94,31 @@ class SlurmTransport : public Transport {
   bool wait_ended(std::chrono::milliseconds bound) {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, bound, [this] { return ended_.load(); });
+  }
+
+  // Slurm's configuration, asked for once srun is on its way, is read while srun starts the
+  // agents (off the start's critical path). A refused version or no answer ends the job; else
+  // every agent learns its grace period, cut to end within KillWait, from the rendezvous.
+  void settle_config(const AgentJob& job) {
+    std::string why;
+    SlurmConfig config;
+    {
+      BoundedChild query({scontrol_, "show", "config"}, 10);
+      config = read_slurm_config(query, why);
+    }
+    if (why.empty()) why = refuse_slurm_version(config.version);
+    if (!why.empty()) return report(-1, "", why);
+    grace_ = grace_within_kill_wait(job.grace, config.kill_wait);
+    try {
+      rendezvous::ClientOptions options;
+      options.job_id = job.job_id;
+      options.connect_timeout = std::chrono::seconds(10);
+      auto c =
+          rendezvous::Client::connect(make_endpoint("127.0.0.1", job.port), job.token, options);
+      c.set(kSlurmGraceKey, std::to_string(grace_.count()));
+    } catch (const std::exception& e) {
+      report(-1, "", fmt::format("cannot tell the agents their grace period: {}", e.what()));
+    }
   }
 
   // One line of srun's stderr: passed on, and read for the node srun names in a task's bad end
@@ -170,7 +203,8 @@ class SlurmTransport : public Transport {
     report(-1, "", why);
   }
 
-  std::string srun_;
+  std::string srun_, scontrol_;
+  std::chrono::milliseconds grace_{0};  // Each agent's, once KillWait is known.
   std::vector<AgentNode> nodes_;
   LostCallback on_lost_;
   SpawnedProcess process_;
@@ -185,6 +219,17 @@ class SlurmTransport : public Transport {
 };
 
 }  // namespace
+
+SlurmConfig read_slurm_config(BoundedChild& query, std::string& why) {
+  BoundedRun r = query.wait();
+  if (!r.error.empty() || r.timed_out || !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
+    why =
+        fmt::format("scontrol show config failed{}: {}", r.timed_out ? " (no answer in 10 s)" : "",
+                    !r.error.empty() ? r.error : r.err);
+    return {};
+  }
+  return parse_slurm_config(r.out);
+}
 
 SlurmConfig parse_slurm_config(const std::string& text) {
   SlurmConfig c;
@@ -243,8 +288,7 @@ std::vector<std::string> srun_argv(const std::string& srun, const std::vector<Ag
   return argv;
 }
 
-std::unique_ptr<Transport> make_slurm_transport(std::vector<std::string>& errors,
-                                                SlurmConfig* config) {
+std::unique_ptr<Transport> make_slurm_transport(std::vector<std::string>& errors) {
   std::string srun, scontrol;
   try {
     srun = resolve_program("srun", path_env());
@@ -253,19 +297,24 @@ std::unique_ptr<Transport> make_slurm_transport(std::vector<std::string>& errors
     errors.push_back(fmt::format("inside a Slurm allocation, but {}", e.what()));
     return nullptr;
   }
-  BoundedRun r = run_bounded({scontrol, "show", "config"}, 10);
-  if (!r.error.empty() || r.timed_out || !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
-    errors.push_back(fmt::format("scontrol show config failed{}: {}",
-                                 r.timed_out ? " (no answer in 10 s)" : "",
-                                 !r.error.empty() ? r.error : r.err));
-    return nullptr;
+  return std::make_unique<SlurmTransport>(std::move(srun), std::move(scontrol));
+}
+
+std::chrono::milliseconds slurm_grace_from_head(const std::string& endpoint,
+                                                const std::string& token,
+                                                const std::string& job_id) {
+  rendezvous::ClientOptions options;
+  options.job_id = job_id;
+  options.connect_timeout = std::chrono::seconds(10);
+  auto c = rendezvous::Client::connect(endpoint, token, options);
+  // The head publishes it once `scontrol show config` answered (10 s at most).
+  std::string text = c.get(kSlurmGraceKey, std::chrono::seconds(30));
+  long long ms = 0;
+  if (!parse_integer(text, ms) || ms < 0) {
+    throw std::runtime_error(
+        fmt::format("{}={}: not a grace period in milliseconds", kSlurmGraceKey, text));
   }
-  *config = parse_slurm_config(r.out);
-  if (auto why = refuse_slurm_version(config->version); !why.empty()) {
-    errors.push_back(why);
-    return nullptr;
-  }
-  return std::make_unique<SlurmTransport>(std::move(srun));
+  return std::chrono::milliseconds(ms);
 }
 
 AgentJob every_node_job(const AgentJob& job, const std::vector<AgentNode>& nodes) {
