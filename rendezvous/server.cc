@@ -1,8 +1,5 @@
 #include "rendezvous/server.h"
 
-#include <fcntl.h>
-#include <netinet/tcp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -26,12 +23,6 @@ constexpr auto kMaxLinger = std::chrono::seconds(1);
 // Each connection reads into a buffer this large (grown for a larger frame, then shrunk back):
 // one recv usually takes a whole request, and 16,384 connections hold 4 MiB.
 constexpr std::size_t kReadChunk = 256;
-
-// TCP keepalive on every accepted connection: a peer silent this long is gone.
-constexpr int kKeepaliveIdleS = 10;
-constexpr int kKeepaliveIntervalS = 5;
-constexpr int kKeepaliveProbes = 3;
-constexpr int kPeerSilenceBoundS = kKeepaliveIdleS + kKeepaliveIntervalS * kKeepaliveProbes;
 
 std::string endpoint_text(const asio::ip::address& address, int port) {
   if (address.is_v6()) return fmt::format("[{}]:{}", address.to_string(), port);
@@ -57,27 +48,20 @@ std::string quoted(std::string_view s) {
 
 // --- A new connection (from server_accept.cc) ------------------------------------------------
 
-void ServerCore::Impl::adopt(tcp::socket socket) {
+void ServerCore::Impl::adopt(tcp::socket socket, const std::optional<tcp::endpoint>& remote) {
+  // No option is set here: TCP_NODELAY, keepalive and the user timeout come with the socket from
+  // its listener (server_accept.cc), and it was accepted close-on-exec.
   auto c = std::make_shared<Conn>(io_, std::move(socket));
   error_code ec;
-  c->socket.set_option(tcp::no_delay(true), ec);
   c->socket.non_blocking(true, ec);  // send() writes at once when the socket takes it
-  fcntl(c->socket.native_handle(), F_SETFD, FD_CLOEXEC);
   c->in.resize(kReadChunk);
-  // A peer that vanishes without a FIN or RST (a dead host, a cut link) fails its connection
-  // with ETIMEDOUT within kPeerSilenceBound: keepalive probes an idle connection, and the user
-  // timeout bounds replies sent into a dead link.
-  int fd = c->socket.native_handle();
-  int on = 1, idle = kKeepaliveIdleS, interval = kKeepaliveIntervalS, count = kKeepaliveProbes;
-  unsigned int user_timeout_ms = kPeerSilenceBoundS * 1000;
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
-  auto remote = c->socket.remote_endpoint(ec);
-  c->peer = ec ? std::string("unknown peer") : endpoint_text(remote.address(), remote.port());
-  c->peer_address = ec ? std::string() : remote.address().to_string();
+  if (remote) {
+    c->peer_ip = remote->address();
+    c->peer = endpoint_text(remote->address(), remote->port());
+    c->peer_address = remote->address().to_string();
+  } else {
+    c->peer = "unknown peer";
+  }
   conns_.emplace(c.get(), c);
   admit(c);
   arm_deadline(c, options_.handshake_timeout, "no authentication");
@@ -359,7 +343,6 @@ void ServerCore::Impl::on_frame(const ConnPtr& c, std::span<const std::uint8_t> 
 void ServerCore::Impl::on_hello(const ConnPtr& c, const Hello& r) {
   const std::uint32_t id = c->header.request_id;
   constexpr auto op = static_cast<std::uint8_t>(Op::kHello);
-  error_code ec;
   // An address that keeps failing is refused unchecked for a while: a right guess would not be
   // accepted either, so guessing goes no faster than kAuthFailuresPerSecond.
   if (throttled(*c)) {
@@ -380,9 +363,8 @@ void ServerCore::Impl::on_hello(const ConnPtr& c, const Hello& r) {
   }
   c->authed = true;
   unpend(*c);
-  if (auto remote = c->socket.remote_endpoint(ec); !ec) {
-    torch_peers_.insert(torch_address(remote.address()));  // a node of the job (torch_peer)
-  }
+  // A node of the job (torch_peer).
+  if (c->peer_ip) torch_peers_.insert(torch_address(*c->peer_ip));
   ++c->deadline_seq;
   c->deadline.cancel();
   reply(c, encode_reply(Op::kHello, id, HelloReply{}));

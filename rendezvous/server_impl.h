@@ -43,6 +43,13 @@ using boost::system::error_code;
 // source files only.
 using namespace proto;
 
+// TCP keepalive on every accepted connection (set on the listeners, server_accept.cc): a peer
+// silent this long is gone.
+inline constexpr int kKeepaliveIdleS = 10;
+inline constexpr int kKeepaliveIntervalS = 5;
+inline constexpr int kKeepaliveProbes = 3;
+inline constexpr int kPeerSilenceBoundS = kKeepaliveIdleS + kKeepaliveIntervalS * kKeepaliveProbes;
+
 // A connection that speaks PyTorch's TCPStore protocol (server_torch.cc).
 struct TorchConn {
   torch::Dialect dialect = torch::Dialect::kUnknown;  // kUnknown: silent so far (1.13 callback)
@@ -71,6 +78,7 @@ struct Conn {
   std::uint64_t deadline_seq = 0;
   std::string peer;
   std::string peer_address;  // the peer's IP address alone: failed-auth throttling is per address
+  std::optional<asio::ip::address> peer_ip;  // unset when accept gave no address
   bool authed = false;
   // Not yet authenticated: listed in pending_ (oldest first), evicted first when it is full.
   bool pending = false;
@@ -250,8 +258,10 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   };
   bool bind_listeners(const tcp::endpoint& at, std::string* why);
   void accept(Listener& l);
-  void drain_backlog(tcp::acceptor& acceptor);
-  void adopt(tcp::socket socket);
+  // Accepts what is queued (kAcceptBurst at most); the error that stopped it when it is one
+  // accepting again cannot cure (out of descriptors or memory), else success.
+  error_code drain_backlog(tcp::acceptor& acceptor);
+  void adopt(tcp::socket socket, const std::optional<tcp::endpoint>& remote);
 
   // Reading and writing.
   void read_more(const ConnPtr& c);

@@ -1,7 +1,10 @@
 // The server against hostile and broken peers (raw frames), and many ranks as threads.
 #include "rendezvous/server.h"
 
+#include <fcntl.h>
+
 #include <atomic>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -121,6 +124,60 @@ TEST(Server, SilentAndHalfOpenConnectionsAreClosedAtTheHandshakeDeadline) {
   EXPECT_TRUE(half.closed_by_peer(3s));
   EXPECT_TRUE(any_line_has(server.log_lines(), "no authentication", "127.0.0.1:"));
   EXPECT_EQ(c.add("n", 1), 1);
+}
+
+// The server's end of the connection from `client` (a descriptor of this process: the server
+// runs on a thread here), found by its addresses; -1 when there is none.
+int server_end_of(int client) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  if (getsockname(client, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return -1;
+  if (getpeername(client, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return -1;
+  for (int fd = 0; fd < 4096; ++fd) {
+    if (fd == client) continue;
+    sockaddr_storage l{}, p{};
+    socklen_t ll = sizeof l, pl = sizeof p;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&l), &ll) != 0) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&p), &pl) != 0) continue;
+    if (ll == peer_len && pl == local_len && std::memcmp(&l, &peer, ll) == 0 &&
+        std::memcmp(&p, &local, pl) == 0) {
+      return fd;
+    }
+  }
+  return -1;
+}
+
+int int_option(int fd, int level, int name) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  return getsockopt(fd, level, name, &v, &len) == 0 ? v : -1;
+}
+
+// Every accepted connection has keepalive, the user timeout (a vanished peer is noticed within
+// kPeerSilenceBoundS), no Nagle delay, and close-on-exec (workers inherit none of it), whether
+// the options come from the listener or are set per connection.
+TEST(Server, AcceptedConnectionsHaveKeepaliveUserTimeoutNoDelayAndCloseOnExec) {
+  LoopServer server(options());
+  RawPeer a(server.port());
+  RawPeer b(server.port());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(server.wait_connections(2));
+  for (RawPeer* peer : {&a, &b}) {
+    int fd = server_end_of(peer->fd());
+    ASSERT_GE(fd, 0) << "no server end found for a connection";
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_NODELAY), 1);
+    EXPECT_EQ(int_option(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE), 10);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL), 5);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_KEEPCNT), 3);
+    EXPECT_EQ(int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), 25000);
+    EXPECT_NE(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+  }
+  // The peer's address is known (it names the peer in the log).
+  std::string hello = proto::encode_request(1, proto::Hello{"wrong-token-0123456789", ""});
+  a.send(hello);
+  EXPECT_TRUE(a.closed_by_peer(3s));
+  EXPECT_TRUE(any_line_has(server.log_lines(), "wrong token", "127.0.0.1:"));
 }
 
 TEST(Server, AuthenticatedPeerStoppingMidFrameIsClosedAtTheFrameDeadline) {

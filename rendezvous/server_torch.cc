@@ -39,11 +39,9 @@ std::string torch_address(const asio::ip::address& a) {
 }
 
 bool ServerCore::Impl::torch_peer(const Conn& c) const {
-  error_code ec;
-  auto remote = c.socket.remote_endpoint(ec);
-  if (ec) return false;
-  if (is_loopback(remote.address())) return true;
-  std::string text = torch_address(remote.address());
+  if (!c.peer_ip) return false;
+  if (is_loopback(*c.peer_ip)) return true;
+  std::string text = torch_address(*c.peer_ip);
   return torch_peers_.contains(text) ||
          std::find(options_.torch_store_allow.begin(), options_.torch_store_allow.end(), text) !=
              options_.torch_store_allow.end();

@@ -3,6 +3,7 @@
 TCPStore server and against mlrun's server (`mlrun rdzv --torch-store`), same clients, same run.
 
   torch_store_bench.py --mlrun BUILD/mlrun [--gloo-clients BUILD/bench/rdzv/gloo_clients]
+                       [--mlrun-old OLD/mlrun] [--systems torch,mlrun,...]
                        [--worlds 1024,4096] [--reps 3] [--procs 4] [--threads 32] [--json FILE]
   torch_store_bench.py client HOST PORT WORLD FIRST NRANKS NTHREADS   (one client process)
 
@@ -13,7 +14,9 @@ Each rank is its own TCPStore client (torch 1.13 opens two connections per clien
      polled every 10 ms until it reaches WORLD.
 NTHREADS Python threads per process each drive their ranks phase by phase (a blocking WAIT only
 waits for ranks already past the SET phase). Wall: first connect to last barrier exit
-(CLOCK_MONOTONIC stamps from the clients). The systems alternate per repetition; each run gets a
+(CLOCK_MONOTONIC stamps from the clients). Each run of the Python clients also prints when the
+last rank left each phase (connect, SET, WAIT+GET, ADD 1; the rest to the wall is the polling
+barrier), to show where the time goes. The systems alternate per repetition; each run gets a
 fresh server process. Client process p connects to 127.0.0.(p+1) (both servers listen on every
 address), as bench/rdzv/bench.py does.
 
@@ -63,15 +66,19 @@ def client(host, port, world, first, nranks, nthreads):
             t0 = time.monotonic_ns()
             stores = [dist.TCPStore(host, port, world, False, timeout, wait_for_workers=False)
                       for _ in ranks]
+            t_conn = time.monotonic_ns()
             for s, r in zip(stores, ranks):
                 s.set(f"gloo/{r}", VALUE)
+            t_set = time.monotonic_ns()
             for s, r in zip(stores, ranks):
                 for peer in ((r - 1) % world, (r + 1) % world):
                     s.wait([f"gloo/{peer}"])
                     if len(s.get(f"gloo/{peer}")) != len(VALUE):
                         raise RuntimeError("wrong value")
+            t_wait = time.monotonic_ns()
             for s in stores:
                 s.add("barrier", 1)
+            t_add = time.monotonic_ns()
             left = list(stores)
             while left:
                 left = [s for s in left if s.add("barrier", 0) < world]
@@ -79,7 +86,7 @@ def client(host, port, world, first, nranks, nthreads):
                     time.sleep(0.01)
             t1 = time.monotonic_ns()
             with lock:
-                stamps.append((t0, t1, len(ranks)))
+                stamps.append((t0, t1, len(ranks), t_conn, t_set, t_wait, t_add))
             del stores
         except Exception as e:  # noqa: BLE001 -- counted and reported
             with lock:
@@ -102,12 +109,15 @@ def client(host, port, world, first, nranks, nthreads):
     start = min((s[0] for s in stamps), default=0)
     end = max((s[1] for s in stamps), default=0)
     failed = nranks - sum(s[2] for s in stamps)
-    print(f"result {start} {end} {failed}", flush=True)
+    # When this process's last thread finished each phase (connect, SET, WAIT+GET, ADD 1).
+    phases = " ".join(str(max((s[i] for s in stamps), default=0)) for i in range(3, 7))
+    print(f"result {start} {end} {failed} {phases}", flush=True)
     os._exit(0 if failed == 0 else 1)
 
 
 def start_server(kind, mlrun, world, token):
-    """(process, port) of a fresh server: "torch" (PyTorch's, is_master) or mlrun's."""
+    """(process, port) of a fresh server: "torch" (PyTorch's, is_master) or mlrun's (the binary
+    mlrun)."""
     if kind == "torch":
         p = subprocess.Popen([sys.executable, os.path.join(HERE, "tcpstore_bench.py"), "server",
                               str(world)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -135,12 +145,13 @@ def stop_server(kind, p):
 
 def one_run(kind, args, world):
     token = secrets.token_hex(16)
-    server, port = start_server("torch" if kind == "torch" else "mlrun", args.mlrun, world, token)
+    binary = args.mlrun_old if kind == "mlrun-old" else args.mlrun
+    server, port = start_server("torch" if kind == "torch" else "mlrun", binary, world, token)
     try:
         clients = []
         for i in range(args.procs):
             lo, hi = world * i // args.procs, world * (i + 1) // args.procs
-            if kind in ("torch", "mlrun"):
+            if kind in ("torch", "mlrun", "mlrun-old"):
                 argv = [sys.executable, os.path.abspath(__file__), "client", f"127.0.0.{i + 1}",
                         str(port), str(world), str(lo), str(hi - lo), str(args.threads)]
             else:
@@ -157,10 +168,14 @@ def one_run(kind, args, world):
         results = [c.stdout.readline().split() for c in clients]
         for c in clients:
             c.wait(60)
-        failed = sum(int(r[3]) for r in results if len(r) == 4) + sum(len(r) != 4 for r in results)
-        start = min(int(r[1]) for r in results if len(r) == 4)
-        end = max(int(r[2]) for r in results if len(r) == 4)
-        return (end - start) / 1e9, failed
+        good = [r for r in results if len(r) in (4, 8) and r[0] == "result"]
+        failed = sum(int(r[3]) for r in good) + len(results) - len(good)
+        start = min(int(r[1]) for r in good)
+        end = max(int(r[2]) for r in good)
+        # Python clients: seconds from the start until the last rank left each phase.
+        phases = ([round((max(int(r[i]) for r in good) - start) / 1e9, 3) for i in range(4, 8)]
+                  if all(len(r) == 8 for r in good) else None)
+        return (end - start) / 1e9, failed, phases
     finally:
         stop_server(kind, server)
 
@@ -177,17 +192,31 @@ def main():
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
     ap.add_argument("--gloo-clients")
+    ap.add_argument("--mlrun-old", help="a second mlrun binary (e.g. main's), run as system "
+                    "mlrun-old with the same Python clients: old and new server side by side")
+    ap.add_argument("--systems", help="comma-separated subset of the systems to run")
     ap.add_argument("--json")
     args = ap.parse_args()
     raise_nofile()
-    kinds = ["torch", "mlrun"] + (["tcpstore-c++", "mlrun-own"] if args.gloo_clients else [])
+    kinds = (["torch", "mlrun"] + (["mlrun-old"] if args.mlrun_old else []) +
+             (["tcpstore-c++", "mlrun-own"] if args.gloo_clients else []))
+    if args.systems:
+        wanted = args.systems.split(",")
+        unknown = [k for k in wanted if k not in kinds]
+        if unknown:
+            ap.error(f"--systems: {','.join(unknown)} not among {','.join(kinds)} (mlrun-old "
+                     "needs --mlrun-old, the C++ systems --gloo-clients)")
+        kinds = [k for k in kinds if k in wanted]
     out = {}
     for world in (int(w) for w in args.worlds.split(",")):
         times = {k: [] for k in kinds}
         for rep in range(args.reps):
             for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
-                wall, failed = one_run(kind, args, world)
-                print(f"W={world} {kind} rep {rep}: {wall:.3f} s, {failed} failed", flush=True)
+                wall, failed, phases = one_run(kind, args, world)
+                split = (" (last rank connected {}, SET {}, WAIT+GET {}, ADD 1 {} s)"
+                         .format(*phases) if phases else "")
+                print(f"W={world} {kind} rep {rep}: {wall:.3f} s, {failed} failed{split}",
+                      flush=True)
                 if failed == 0:
                     times[kind].append(wall)
         med = {k: statistics.median(v) if v else None for k, v in times.items()}
@@ -196,6 +225,8 @@ def main():
             return round(med[a] / med[b], 2) if med.get(a) and med.get(b) else None
 
         ratios = {"torch/mlrun": ratio("torch", "mlrun"),
+                  "torch/mlrun-old": ratio("torch", "mlrun-old"),
+                  "mlrun-old/mlrun": ratio("mlrun-old", "mlrun"),
                   "tcpstore-c++/mlrun-own": ratio("tcpstore-c++", "mlrun-own")}
         print(f"W={world}: medians {med}; ratios {ratios}", flush=True)
         out[world] = {"runs": times, "median": med, "ratios": ratios}
