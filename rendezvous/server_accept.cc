@@ -105,8 +105,9 @@ void ServerCore::Impl::listen() {
   }
   // Half the descriptors at most for connections that have not authenticated: the rest stay for
   // the job's own.
-  max_pending_ =
-      std::max<std::size_t>(16, std::min(kMaxPendingConnections, raise_open_file_limit() / 2));
+  std::size_t half = raise_open_file_limit() / 2;
+  max_pending_ = std::max<std::size_t>(16, std::min(kMaxPendingConnections, half));
+  max_pending_peers_ = std::max(max_pending_, half);
   std::string where = fmt::format("{}:{}", options_.host, options_.port);
   error_code ec;
   tcp::resolver resolver(io_);

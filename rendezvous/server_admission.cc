@@ -17,26 +17,36 @@ constexpr auto kLogInterval = std::chrono::seconds(1);
 
 void ServerCore::Impl::admit(const ConnPtr& c) {
   c->pending = true;
-  c->pending_at = pending_.insert(pending_.end(), c.get());
-  while (pending_.size() > max_pending_ && evict_oldest("too many unauthenticated connections")) {
+  c->pending_peer = torch_node(*c);
+  auto& list = c->pending_peer ? pending_peers_ : pending_;
+  std::size_t cap = c->pending_peer ? max_pending_peers_ : max_pending_;
+  c->pending_at = list.insert(list.end(), c.get());
+  while (list.size() > cap && evict_oldest_of(list, cap, "too many unauthenticated connections")) {
   }
 }
 
 void ServerCore::Impl::unpend(Conn& c) {
   if (!c.pending) return;
-  pending_.erase(c.pending_at);
+  (c.pending_peer ? pending_peers_ : pending_).erase(c.pending_at);
   c.pending = false;
 }
 
+// Strangers first: a job node's connections go only when no other is left.
 bool ServerCore::Impl::evict_oldest(std::string_view why) {
-  if (pending_.empty()) return false;
-  ConnPtr oldest = find(pending_.front());
+  return evict_oldest_of(pending_, max_pending_, why) ||
+         evict_oldest_of(pending_peers_, max_pending_peers_, why);
+}
+
+bool ServerCore::Impl::evict_oldest_of(std::list<Conn*>& list, std::size_t cap,
+                                       std::string_view why) {
+  if (list.empty()) return false;
+  ConnPtr oldest = find(list.front());
   if (!oldest) {
-    pending_.pop_front();
+    list.pop_front();
     return true;
   }
   log_limited("evicted", fmt::format("closing {}: not authenticated, evicted ({}, at most {})",
-                                     oldest->peer, why, max_pending_));
+                                     oldest->peer, why, cap));
   close(oldest);  // unpends it
   return true;
 }

@@ -80,8 +80,10 @@ struct Conn {
   std::string peer_address;  // the peer's IP address alone: failed-auth throttling is per address
   std::optional<asio::ip::address> peer_ip;  // unset when accept gave no address
   bool authed = false;
-  // Not yet authenticated: listed in pending_ (oldest first), evicted first when it is full.
+  // Not yet authenticated: listed in pending_ (oldest first), evicted first when it is full, or
+  // (from a job node's address, with the TCPStore served: pending_peer) in pending_peers_.
   bool pending = false;
+  bool pending_peer = false;
   std::list<Conn*>::iterator pending_at;
   // Set once a join completed for this connection: "index 2 of join group \"g\"". Such a
   // connection timing out (keepalive) means a member of the job vanished.
@@ -231,6 +233,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void admit(const ConnPtr& c);
   void unpend(Conn& c);
   bool evict_oldest(std::string_view why);
+  bool evict_oldest_of(std::list<Conn*>& list, std::size_t cap, std::string_view why);
   // True when c's address has used up its failed-authentication budget: its hello is refused
   // unchecked. auth_failed spends from the budget.
   bool throttled(const Conn& c);
@@ -246,6 +249,13 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
     std::size_t suppressed = 0;
   };
   std::list<Conn*> pending_;
+  // Unauthenticated connections from the job's nodes' addresses (not loopback) while the TCPStore
+  // is served: torch 1.13 clients' silent second connections, one per rank, until the handshake
+  // deadline keeps them (keep_silent_torch). Capped apart, at max_pending_peers_, so that a job
+  // of more than kMaxPendingConnections ranks does not evict its own ranks' connections, and
+  // evicted only after strangers.
+  std::list<Conn*> pending_peers_;
+  std::size_t max_pending_peers_ = 0;  // set by listen(): the fd limit's half
   std::size_t max_pending_ = 0;  // set by listen(): kMaxPendingConnections or the fd limit's half
   std::unordered_map<std::string, AuthBudget> auth_budgets_;
   std::unordered_map<std::string, LogLimit> log_limits_;
@@ -329,6 +339,8 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   // (or garbage, refused there), else what take_frames returns.
   std::optional<bool> route_torch(const ConnPtr& c);
   bool torch_peer(const Conn& c) const;
+  // torch_peer, not loopback, with the TCPStore served: a job node's connection (pending_peers_).
+  bool torch_node(const Conn& c) const;
   // A silent connection from a TCPStore peer when the handshake deadline passes: torch 1.13's
   // callback connection, which never sends a byte. True: keep it.
   bool keep_silent_torch(const ConnPtr& c);

@@ -47,6 +47,12 @@ bool ServerCore::Impl::torch_peer(const Conn& c) const {
              options_.torch_store_allow.end();
 }
 
+bool ServerCore::Impl::torch_node(const Conn& c) const {
+  // Not loopback: that is where a hostile neighbour of a shared host is, and a job of thousands
+  // of ranks on one host is not one to make room for.
+  return options_.torch_store && c.peer_ip && !is_loopback(*c.peer_ip) && torch_peer(c);
+}
+
 bool ServerCore::Impl::keep_silent_torch(const ConnPtr& c) {
   if (!options_.torch_store || c->authed || c->closing || c->in_used != 0 || c->torch) {
     return false;

@@ -2,6 +2,10 @@
 // replayed byte for byte, malformed input, waiting requests, generations and the allow list.
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <sys/resource.h>
+
+#include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -288,6 +292,35 @@ TEST(ServerTorch, AddressesOutsideTheJobAreRefusedUntilTheyAuthenticate) {
   RawPeer worker(server.port(), address.c_str());
   worker.send(req(Dialect::kTorch113, TOp::kGetNumKeys));
   EXPECT_EQ(worker.read_bytes(8), i64_reply(0));
+}
+
+// torch 1.13 ranks' silent second connections from the job's nodes are not evicted when there
+// are more of them than kMaxPendingConnections (a job of more ranks than that): they are capped
+// apart, at half the descriptors, and after strangers.
+TEST(ServerTorch, SilentConnectionsOfTheJobsNodesAreNotEvictedPastTheStrangersCap) {
+  std::string address = non_loopback_address();
+  if (address.empty()) GTEST_SKIP() << "this host has no non-loopback IPv4 address";
+  const std::size_t n = kMaxPendingConnections + 64;
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < 2 * (n + 200)) {
+    GTEST_SKIP() << "the open-file limit (" << limit.rlim_max << ") is below " << 2 * (n + 200);
+  }
+  ServerOptions o = torch_options(60s);
+  o.host = "0.0.0.0";
+  LoopServer server(o);
+  // A node of the job authenticates from that address (its agent does, before the workers).
+  Client node = Client::connect(fmt::format("{}:{}", address, server.port()), kToken);
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (std::size_t i = 0; i < n; ++i) {
+    silent.push_back(std::make_unique<RawPeer>(server.port(), address.c_str()));
+    ASSERT_TRUE(silent.back()->ok()) << "connection " << i;
+  }
+  ASSERT_TRUE(server.wait_connections(n + 1, 30s)) << "some were evicted";
+  std::size_t closed = 0;
+  for (auto& peer : silent) closed += peer->closed_by_peer(0ms) ? 1 : 0;
+  EXPECT_EQ(closed, 0u);
+  EXPECT_FALSE(any_line_has(server.log_lines(), "evicted", address));
 }
 
 TEST(ServerTorch, OffByDefault) {
