@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include <mlrun/rendezvous.hpp>
@@ -30,13 +31,15 @@ namespace mlrun {
 namespace {
 
 // An SSH agent's job: one JSON line on stdin, read byte by byte, since nothing past it may be
-// consumed: stdin stays open as the head's lifeline.
-std::string read_job_line() {
+// consumed: stdin stays open as the head's lifeline. Nothing when stdin ends (or fails) before
+// the line's first byte.
+std::optional<std::string> read_job_line() {
   std::string line;
   char c;
   while (line.size() < (1u << 20)) {
     ssize_t n = read(STDIN_FILENO, &c, 1);
     if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 && line.empty()) return std::nullopt;
     if (n <= 0 || c == '\n') break;
     line += c;
   }
@@ -165,7 +168,12 @@ class SlurmGrace {
 int agent_command(const std::vector<std::string>&) {
   const char* from_env = std::getenv("MLRUN_AGENT_JOB");
   const bool slurm = from_env != nullptr;
-  std::string line = slurm ? std::string(from_env) : read_job_line();
+  // The head starts an agent right after its host's connect and hands it the job once every
+  // host is connected; when one could not be, it ends this stdin first. Nothing ran: exit 0, in
+  // silence (docs/multinode.md "How a launch starts").
+  std::optional<std::string> given = slurm ? std::string(from_env) : read_job_line();
+  if (!given) return 0;
+  std::string line = std::move(*given);
   // The workers inherit this environment: the job's description is not theirs.
   unsetenv("MLRUN_AGENT_JOB");
   transport::AgentJob record;

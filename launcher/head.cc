@@ -399,31 +399,69 @@ std::unique_ptr<RemoteAgents> RemoteAgents::make(std::string transport,
   return std::unique_ptr<RemoteAgents>(new RemoteAgents(std::move(state)));
 }
 
-std::unique_ptr<RemoteAgents> RemoteAgents::connect(const std::vector<HostEntry>& hosts,
+namespace {
+
+// Agents started early, on hosts whose connect succeeded, when another host's failed: each one's
+// stdin ends before any job reached it, so it exits without starting anything; waits up to
+// kUnusedBound for them, so that none is left when the head reports the failure.
+void end_unused(std::vector<std::optional<RemoteCommand>>& commands) {
+  constexpr auto kUnusedBound = std::chrono::seconds(5);
+  for (auto& c : commands) {
+    if (c) c->close_stdin();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kUnusedBound;
+  for (auto& c : commands) {
+    if (!c) continue;
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{c->done_fd(), POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::max<long>(0, left.count()))) == 0) {
+      log::debug("ssh {}: the agent did not end within {} s of its stdin's end", c->host(),
+                 kUnusedBound.count());
+    }
+  }
+  commands.clear();  // Each stop()s: the connection closes.
+}
+
+}  // namespace
+
+std::unique_ptr<RemoteAgents> RemoteAgents::connect(const std::vector<Target>& agents,
+                                                    const std::string& command,
                                                     std::chrono::milliseconds connect_timeout,
                                                     std::vector<std::string>& errors) {
   std::vector<SshTarget> targets;
-  for (const auto& h : hosts) targets.push_back({h.host, h.user, h.port});
+  for (const auto& a : agents) targets.push_back({a.host.host, a.host.user, a.host.port});
   SshOptions options;
   options.connect_timeout = connect_timeout;
-  auto results = connect_all(targets, options);
-  for (const auto& s : results) {
-    if (auto* e = std::get_if<SshError>(&s)) errors.push_back(e->what());
+  // Each agent starts as soon as its own host is connected; its job waits for every host.
+  std::vector<std::optional<RemoteCommand>> started(targets.size());
+  std::vector<std::string> failed(targets.size());
+  connect_each(targets, options, [&](std::size_t i, std::variant<SshSession, SshError> result) {
+    if (auto* e = std::get_if<SshError>(&result)) {
+      failed[i] = e->what();
+      return;
+    }
+    log::debug("ssh {}: starting the agent of node {}: {}", targets[i].host, agents[i].node_rank,
+               command);
+    started[i].emplace(RemoteCommand::start(std::move(std::get<SshSession>(result)), command, ""));
+  });
+  for (const auto& f : failed) {
+    if (!f.empty()) errors.push_back(f);
   }
-  if (!errors.empty()) return nullptr;
-  // Connected, not started yet: start() hands each session to its agent's command.
-  auto sessions = std::make_shared<std::vector<SshSession>>();
+  if (!errors.empty()) {
+    end_unused(started);
+    return nullptr;
+  }
+  auto commands = std::make_shared<std::vector<std::optional<RemoteCommand>>>(std::move(started));
   std::vector<std::string> names;
-  for (auto& s : results) {
-    sessions->push_back(std::move(std::get<SshSession>(s)));
-    names.push_back(sessions->back().host());
-  }
-  std::string address = sessions->empty() ? std::string() : sessions->front().local_address();
+  for (const auto& c : *commands) names.push_back(c->host());
+  std::string address = commands->empty() ? std::string() : commands->front()->local_address();
   return make(
       "ssh", std::move(names),
-      [sessions](std::size_t i, Agent agent) -> std::unique_ptr<AgentProcess> {
-        return std::make_unique<SshAgent>(RemoteCommand::start(
-            std::move((*sessions)[i]), std::move(agent.command), std::move(agent.payload)));
+      [commands](std::size_t i, Agent agent) -> std::unique_ptr<AgentProcess> {
+        RemoteCommand& c = *(*commands)[i];
+        c.write_stdin(std::move(agent.payload));
+        return std::make_unique<SshAgent>(std::move(c));
       },
       std::move(address));
 }
@@ -436,8 +474,8 @@ void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
   state_->lost = std::make_unique<LossReports>(std::move(on_lost));  // Before the relay starts.
   for (std::size_t i = 0; i < agents.size() && i < state_->hosts.size(); ++i) {
     const std::string& host = state_->hosts[i];
-    log::debug("{} {}: starting the agent of node {}: {}", state_->transport, host,
-               agents[i].node_rank, agents[i].command);
+    log::debug("{} {}: handing node {} its job ({})", state_->transport, host, agents[i].node_rank,
+               agents[i].command);
     int node_rank = agents[i].node_rank;
     state_->agents.push_back(State::Running{
         node_rank, host, state_->launch(i, std::move(agents[i])),

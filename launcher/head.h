@@ -87,13 +87,22 @@ class RemoteAgents {
     std::string command;  ///< The remote command line (no secret in it).
     std::string payload;  ///< Its stdin: the job description and the token.
   };
+  /// A host to start an agent on, and the node it will be.
+  struct Target {
+    HostEntry host;
+    int node_rank;
+  };
   using LostCallback = LossReports::Callback;
   /// Starts the agent of hosts[index] (start() calls it in order, on its own thread).
   using Launch = std::function<std::unique_ptr<AgentProcess>(std::size_t index, Agent agent)>;
 
-  /// Connects to every agent's host at once. On any failure nothing is connected and every
-  /// failure is in errors, one line per host.
-  static std::unique_ptr<RemoteAgents> connect(const std::vector<HostEntry>& hosts,
+  /// Connects to every agent's host at once and runs command (no secret in it) on each right
+  /// after its own connect, its stdin held back: start() hands each its payload. So the remote
+  /// login shells and agent starts overlap the slowest connect. On any failure every agent's
+  /// stdin ends before it was handed anything (it exits without starting anything; this waits,
+  /// bounded, for that), nothing is connected, and every failure is in errors, one line per host.
+  static std::unique_ptr<RemoteAgents> connect(const std::vector<Target>& targets,
+                                               const std::string& command,
                                                std::chrono::milliseconds connect_timeout,
                                                std::vector<std::string>& errors);
   /// Agents on hosts started by launch, through the transport named (in debug lines);
@@ -102,7 +111,8 @@ class RemoteAgents {
                                             Launch launch, std::string local_address);
   /// This machine's address as the first host sees it.
   std::string local_address() const;
-  /// Starts the agents, in the order of connect()'s hosts.
+  /// Starts the agents, in the order of connect()'s hosts (over SSH: hands each its payload; its
+  /// command is connect()'s, already running).
   void start(std::vector<Agent> agents, LostCallback on_lost);
   ~RemoteAgents();
 

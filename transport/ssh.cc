@@ -6,6 +6,14 @@
 #include "launcher/plan.h"
 
 namespace mlrun::transport {
+namespace {
+
+// What runs on every host: this binary's agent, through the remote user's shell.
+std::string agent_command_line() {
+  return fmt::format("exec {} agent", shell_quote(self_path()));
+}
+
+}  // namespace
 
 SshSubtree::SshSubtree(std::unique_ptr<RemoteAgents> agents, std::vector<TreeNode> children)
     : agents_(std::move(agents)), children_(std::move(children)) {}
@@ -15,15 +23,16 @@ SshSubtree::~SshSubtree() = default;
 std::unique_ptr<SshSubtree> SshSubtree::connect(std::vector<TreeNode> children,
                                                 std::chrono::milliseconds connect_timeout,
                                                 std::vector<std::string>& errors) {
-  std::vector<HostEntry> hosts;
+  std::vector<RemoteAgents::Target> targets;
   for (const auto& c : children) {
     HostEntry h;
     h.host = c.node.host;
     h.user = c.node.user;
     h.port = c.node.port;
-    hosts.push_back(std::move(h));
+    targets.push_back({std::move(h), c.node.node_rank});
   }
-  auto agents = RemoteAgents::connect(hosts, connect_timeout, errors);
+  // Each child's agent starts right after its own connect and waits for its job on stdin.
+  auto agents = RemoteAgents::connect(targets, agent_command_line(), connect_timeout, errors);
   if (!agents) return nullptr;
   return std::unique_ptr<SshSubtree>(new SshSubtree(std::move(agents), std::move(children)));
 }
@@ -36,7 +45,7 @@ void SshSubtree::start(const AgentJob& job, const std::string& parent, LostCallb
   std::vector<RemoteAgents::Agent> agents;
   for (const auto& c : children_) {
     // With the token: on stdin, never on the command line.
-    agents.push_back({c.node.node_rank, fmt::format("exec {} agent", shell_quote(self_path())),
+    agents.push_back({c.node.node_rank, agent_command_line(),
                       encode_agent_job(job_for_node(job, c, parent)) + "\n"});
   }
   // A lost child takes its own children's connections with it: the reason names them.

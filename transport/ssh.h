@@ -24,8 +24,10 @@ namespace mlrun::transport {
 /// (describe_subtree).
 class SshSubtree {
  public:
-  /// Connects to every child at once. On any failure returns nullptr with one line per
-  /// unreachable host in errors, and nothing is connected.
+  /// Connects to every child at once and starts each one's agent right after its own connect,
+  /// its job held back until start(). On any failure returns nullptr with one line per
+  /// unreachable host in errors, and nothing is connected: the agents already started read the
+  /// end of their stdin before any job and exit without starting anything.
   static std::unique_ptr<SshSubtree> connect(std::vector<TreeNode> children,
                                              std::chrono::milliseconds connect_timeout,
                                              std::vector<std::string>& errors);
@@ -45,8 +47,9 @@ class SshSubtree {
 };
 
 /// Connects to the head's children of the launch tree over nodes (plan_tree with tree_width:
-/// every node when there are at most tree_width). On any failure returns nullptr with one line
-/// per unreachable host in errors, and nothing is connected.
+/// every node when there are at most tree_width), starting each child's agent right after its
+/// own connect (SshSubtree::connect). On any failure returns nullptr with one line per
+/// unreachable host in errors, and nothing is connected or left running.
 std::unique_ptr<Transport> connect_ssh(const std::vector<AgentNode>& nodes, int tree_width,
                                        std::chrono::milliseconds connect_timeout,
                                        std::vector<std::string>& errors);

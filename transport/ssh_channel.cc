@@ -92,7 +92,19 @@ void on_exit_signal(ssh_session, ssh_channel, const char* signal, int, const cha
   st->signal = signal != nullptr ? signal : "?";
 }
 
-enum class Control : char { kCloseStdin = 'e', kStop = 's' };
+enum class Control : char { kWriteStdin = 'w', kCloseStdin = 'e', kStop = 's' };
+
+// What other threads want written to a command's stdin (RemoteCommand::write_stdin); the pump
+// takes it when a kWriteStdin byte arrives.
+struct StdinQueue {
+  std::mutex mutex;
+  std::string data;
+
+  std::string take() {
+    std::lock_guard lock(mutex);
+    return std::exchange(data, {});
+  }
+};
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -129,14 +141,14 @@ struct EventGuard {
 };
 
 // Runs command on the session and copies its output to out_fd / err_fd until it ends.
-// control_fd (or -1) carries Control bytes from other threads; stopped tells a stop from a
-// lost connection. Run it on a thread with SIGPIPE blocked (pump_thread), so that a reader
-// that went away is an EPIPE here.
+// control_fd (or -1) carries Control bytes from other threads, input (or nullptr) what they
+// write to stdin; stopped tells a stop from a lost connection. Run it on a thread with SIGPIPE
+// blocked (pump_thread), so that a reader that went away is an EPIPE here.
 class Pump {
  public:
-  Pump(SshSession::Impl& s, int out_fd, int err_fd, int control_fd,
+  Pump(SshSession::Impl& s, int out_fd, int err_fd, int control_fd, StdinQueue* input,
        const std::atomic<bool>* stopped)
-      : s_(s), control_fd_(control_fd), stopped_(stopped) {
+      : s_(s), control_fd_(control_fd), input_(input), stopped_(stopped) {
     st_.out.fd = out_fd;
     st_.err.fd = err_fd;
   }
@@ -219,7 +231,7 @@ class Pump {
   // Copies output until the channel has ended and every byte reached its reader.
   bool copy() {
     for (;;) {
-      read_control();
+      if (!read_control()) return false;
       if (is_stopped()) return fail(SshError::Kind::kLost, "stopped by the launcher");
       st_.flush();
       if (st_.pending() < kMaxPendingOutput) {
@@ -236,19 +248,24 @@ class Pump {
     }
   }
 
-  // Takes the Control bytes other threads wrote (a stop is seen through stopped_).
-  void read_control() {
-    if (control_fd_ < 0) return;
+  // Takes the Control bytes other threads wrote, in order (a stop is seen through stopped_).
+  // False, with result_ set, when stdin could not be written.
+  bool read_control() {
+    if (control_fd_ < 0) return true;
     char buf[64];
     ssize_t n;
     while ((n = ::read(control_fd_, buf, sizeof buf)) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
-        if (buf[i] == static_cast<char>(Control::kCloseStdin) && stdin_open_) {
+        if (!stdin_open_) break;
+        if (buf[i] == static_cast<char>(Control::kWriteStdin) && input_ != nullptr) {
+          if (!send_stdin(input_->take(), /*keep_open=*/true)) return false;
+        } else if (buf[i] == static_cast<char>(Control::kCloseStdin)) {
           ssh_channel_send_eof(channel_.channel);
           stdin_open_ = false;
         }
       }
     }
+    return true;
   }
 
   // Sleeps until the session, a reader or the control fd can move, or kPumpPollMs.
@@ -289,6 +306,7 @@ class Pump {
 
   SshSession::Impl& s_;
   const int control_fd_;
+  StdinQueue* const input_;
   const std::atomic<bool>* const stopped_;
   // Declared before the channel and the event, which point at them: they outlive both.
   ChannelState st_;
@@ -299,10 +317,19 @@ class Pump {
   RemoteExit result_;
 };
 
+// The fds and the other threads' controls a pump copies between.
+struct PumpEnds {
+  int out_fd = -1;
+  int err_fd = -1;
+  int control_fd = -1;
+  StdinQueue* input = nullptr;
+  const std::atomic<bool>* stopped = nullptr;
+};
+
 RemoteExit pump(SshSession::Impl& s, const std::string& command, std::string_view stdin_data,
-                bool keep_stdin_open, int out_fd, int err_fd, int control_fd,
-                const std::atomic<bool>* stopped) {
-  return Pump(s, out_fd, err_fd, control_fd, stopped).run(command, stdin_data, keep_stdin_open);
+                bool keep_stdin_open, const PumpEnds& e) {
+  return Pump(s, e.out_fd, e.err_fd, e.control_fd, e.input, e.stopped)
+      .run(command, stdin_data, keep_stdin_open);
 }
 
 // Runs fn on a fresh thread with SIGPIPE blocked, so that a reader closing its pipe end shows
@@ -325,8 +352,8 @@ RemoteExit SshSession::run(const std::string& command, std::string_view stdin_da
                            int stderr_fd) {
   RemoteExit result;
   std::thread t = pump_thread([&] {
-    result = pump(*impl_, command, stdin_data, /*keep_stdin_open=*/false, stdout_fd, stderr_fd,
-                  /*control_fd=*/-1, nullptr);
+    result = pump(*impl_, command, stdin_data, /*keep_stdin_open=*/false,
+                  PumpEnds{stdout_fd, stderr_fd});
   });
   t.join();
   return result;
@@ -337,7 +364,9 @@ RemoteExit SshSession::run(const std::string& command, std::string_view stdin_da
 
 struct RemoteCommand::State {
   std::string host;
+  std::string local_address;
   std::unique_ptr<SshSession::Impl> session;
+  StdinQueue input;
   int stdout_r = -1, stdout_w = -1;
   int stderr_r = -1, stderr_w = -1;
   int done_r = -1, done_w = -1;
@@ -377,27 +406,34 @@ RemoteCommand RemoteCommand::start(SshSession session, std::string command,
                                    std::string stdin_data) {
   auto st = std::make_unique<State>();
   st->host = session.host();
+  st->local_address = session.local_address();
   st->session = std::move(session.impl_);
   std::tie(st->stdout_r, st->stdout_w) = make_pipe();
   std::tie(st->stderr_r, st->stderr_w) = make_pipe();
   std::tie(st->done_r, st->done_w) = make_pipe();
   std::tie(st->control_r, st->control_w) = make_pipe();
   State* raw = st.get();
-  raw->thread = pump_thread(
-      [raw, command = std::move(command), stdin_data = std::move(stdin_data)]() mutable {
-        raw->result = pump(*raw->session, command, stdin_data, /*keep_stdin_open=*/true,
-                           raw->stdout_w, raw->stderr_w, raw->control_r, &raw->stopped);
-        // Disconnect now, not when the object dies: the remote side sees the session end.
-        raw->session->disconnect();
-        close_fd(raw->stdout_w);
-        close_fd(raw->stderr_w);
-        close_fd(raw->done_w);  // done_r reads EOF from here on: readable for good
-      });
-  return RemoteCommand(std::move(st));
+  RemoteCommand started(std::move(st));
+  // stdin_data goes the way of every later write_stdin: the pump sends it once the command runs.
+  if (!stdin_data.empty()) started.write_stdin(std::move(stdin_data));
+  raw->thread = pump_thread([raw, command = std::move(command)]() mutable {
+    raw->result =
+        pump(*raw->session, command, "", /*keep_stdin_open=*/true,
+             PumpEnds{raw->stdout_w, raw->stderr_w, raw->control_r, &raw->input, &raw->stopped});
+    // Disconnect now, not when the object dies: the remote side sees the session end.
+    raw->session->disconnect();
+    close_fd(raw->stdout_w);
+    close_fd(raw->stderr_w);
+    close_fd(raw->done_w);  // done_r reads EOF from here on: readable for good
+  });
+  return started;
 }
 
 const std::string& RemoteCommand::host() const {
   return state_->host;
+}
+const std::string& RemoteCommand::local_address() const {
+  return state_->local_address;
 }
 int RemoteCommand::stdout_fd() const {
   return state_->stdout_r;
@@ -407,6 +443,15 @@ int RemoteCommand::stderr_fd() const {
 }
 int RemoteCommand::done_fd() const {
   return state_->done_r;
+}
+
+void RemoteCommand::write_stdin(std::string data) {
+  {
+    std::lock_guard lock(state_->input.mutex);
+    state_->input.data += data;
+  }
+  char c = static_cast<char>(Control::kWriteStdin);
+  [[maybe_unused]] ssize_t n = ::write(state_->control_w, &c, 1);
 }
 
 void RemoteCommand::close_stdin() {

@@ -294,27 +294,28 @@ SshSession SshSession::connect(const SshTarget& target, const SshOptions& option
   return SshSession(std::move(s));
 }
 
-std::vector<std::variant<SshSession, SshError>> connect_all(const std::vector<SshTarget>& targets,
-                                                            const SshOptions& options) {
-  std::vector<std::optional<std::variant<SshSession, SshError>>> slots(targets.size());
+void connect_each(const std::vector<SshTarget>& targets, const SshOptions& options,
+                  const ConnectResult& done) {
   std::atomic<size_t> next{0};
   std::atomic<size_t> connected{0};
   const auto start = std::chrono::steady_clock::now();
   auto work = [&] {
     for (size_t i = next++; i < targets.size(); i = next++) {
       log::debug("ssh {}: connecting", targets[i].host);
+      std::optional<std::variant<SshSession, SshError>> result;
       try {
-        slots[i].emplace(SshSession::connect(targets[i], options));
+        result.emplace(SshSession::connect(targets[i], options));
         log::info("hosts connected {}/{}: {} in {:.2f} s", ++connected, targets.size(),
                   targets[i].host, log::since(start));
       } catch (const SshError& e) {
-        slots[i].emplace(e);
+        result.emplace(e);
       } catch (const std::exception& e) {
-        slots[i].emplace(SshError(SshError::Kind::kConnect, targets[i].host, e.what()));
+        result.emplace(SshError(SshError::Kind::kConnect, targets[i].host, e.what()));
       }
-      if (std::holds_alternative<SshError>(*slots[i])) {
+      if (std::holds_alternative<SshError>(*result)) {
         log::debug("ssh {}: failed after {:.2f} s", targets[i].host, log::since(start));
       }
+      done(i, std::move(*result));
     }
   };
   std::vector<std::thread> threads;
@@ -322,7 +323,14 @@ std::vector<std::variant<SshSession, SshError>> connect_all(const std::vector<Ss
   threads.reserve(n);
   for (size_t t = 0; t < n; ++t) threads.emplace_back(work);
   for (auto& t : threads) t.join();
+}
 
+std::vector<std::variant<SshSession, SshError>> connect_all(const std::vector<SshTarget>& targets,
+                                                            const SshOptions& options) {
+  std::vector<std::optional<std::variant<SshSession, SshError>>> slots(targets.size());
+  connect_each(targets, options, [&](size_t i, std::variant<SshSession, SshError> result) {
+    slots[i].emplace(std::move(result));
+  });
   std::vector<std::variant<SshSession, SshError>> results;
   results.reserve(targets.size());
   for (auto& slot : slots) results.push_back(std::move(*slot));

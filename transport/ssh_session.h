@@ -8,6 +8,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -106,11 +108,21 @@ class SshSession {
 std::vector<std::variant<SshSession, SshError>> connect_all(const std::vector<SshTarget>& targets,
                                                             const SshOptions& options = {});
 
+/// Each target's result as soon as it is known: the session, or why there is none.
+using ConnectResult = std::function<void(std::size_t index, std::variant<SshSession, SshError>)>;
+/// As connect_all, but hands target i's result to done(i, ...) on the thread that connected it,
+/// right after its own connect (so that work on one host need not wait for the slowest); returns
+/// once every target's done has returned. done runs on several threads at once.
+void connect_each(const std::vector<SshTarget>& targets, const SshOptions& options,
+                  const ConnectResult& done);
+
 /// A command running on a remote host, pumped by a thread of its own.
 ///
 /// stdin: stdin_data is written first and stdin then stays open, so the remote side can take EOF
 /// on stdin as "the head is gone" (closing a channel does not kill a command without a pty:
 /// its lifeline is stdin). The token and other secrets go in stdin_data, never in command.
+/// A command can also start with nothing on stdin yet and be handed its input later
+/// (write_stdin): it runs meanwhile, its input held back.
 class RemoteCommand {
  public:
   /// Takes the session and starts command on it in the background. Never throws for remote
@@ -123,6 +135,8 @@ class RemoteCommand {
   ~RemoteCommand();
 
   const std::string& host() const;
+  /// This machine's address on the connection, as SshSession::local_address() said at start().
+  const std::string& local_address() const;
   /// Read ends of the command's stdout and stderr: non-blocking, close-on-exec, owned by this
   /// object (do not close them). EOF once the stream has ended and every byte has been read.
   int stdout_fd() const;
@@ -132,7 +146,10 @@ class RemoteCommand {
   /// command's last output, followed by EOF.
   int done_fd() const;
 
-  /// Sends EOF on the command's stdin.
+  /// Writes data to the command's stdin after what was written before (the pump's thread sends
+  /// it; nothing once stdin is closed).
+  void write_stdin(std::string data);
+  /// Sends EOF on the command's stdin, after what write_stdin was given.
   void close_stdin();
   /// Closes the channel and the connection: the remote command's stdin reaches EOF and its
   /// output goes nowhere. Output not yet read from the pipes is kept. Idempotent.
