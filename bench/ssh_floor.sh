@@ -14,6 +14,9 @@
 #   TREE_WIDTH=W   also time mlrun --tree_width W ("tree"; flat "mlrun" runs with a width
 #                  above every size, so at sizes past W the two columns are tree on and off)
 #   OPENSSH=0      leave out the OpenSSH column (its clients have hung on these hosts)
+#   MPIRUN=0       leave out the mpirun column
+#   MLRUN_OLD=path another mlrun build ("old", e.g. main's), timed flat in the same turns, so
+#                  that a change is measured side by side with what it changes
 #
 # The tools take turns within each repeat (floor, mlrun, mpirun, ...; then again), so a change
 # in the machine's load falls on all of them alike. Each mlrun run must print exactly one
@@ -36,6 +39,10 @@ MLRUN=${MLRUN:-$(command -v mlrun || true)}
 [ -z "$MLRUN" ] || MLRUN=$(realpath "$MLRUN")
 [ -n "$MLRUN" ] && [ -x "$MLRUN" ] ||
   { echo "ssh_floor.sh: set MLRUN to the mlrun binary (e.g. build/launcher/mlrun)" >&2; exit 2; }
+MLRUN_OLD=${MLRUN_OLD:-}
+[ -z "$MLRUN_OLD" ] || MLRUN_OLD=$(realpath "$MLRUN_OLD")
+[ -z "$MLRUN_OLD" ] || [ -x "$MLRUN_OLD" ] ||
+  { echo "ssh_floor.sh: MLRUN_OLD=$MLRUN_OLD is not an executable" >&2; exit 2; }
 results=$(mktemp -d "${TMPDIR:-/tmp}/ssh-floor.XXXXXX")
 trap '"$cluster" down >/dev/null; rm -rf "$results"' EXIT
 
@@ -95,16 +102,21 @@ for n in $sizes; do
   # shellcheck disable=SC2086
   "$floor_bin" $hosts >/dev/null
   (cd /tmp && "$MLRUN" --hostfile "$hostfile" hostname >/dev/null)
+  [ -z "$MLRUN_OLD" ] || (cd /tmp && "$MLRUN_OLD" --hostfile "$hostfile" hostname >/dev/null)
   for ((r = 0; r < repeats; r++)); do
     # shellcheck disable=SC2086
     time_it floor "$floor_bin" --slots 2 $hosts
     time_it mlrun "$MLRUN" --tree_width 1000 --hostfile "$hostfile" hostname
     check_mlrun_output
+    if [ -n "$MLRUN_OLD" ]; then
+      time_it old "$MLRUN_OLD" --tree_width 1000 --hostfile "$hostfile" hostname
+      check_mlrun_output
+    fi
     if [ -n "${TREE_WIDTH:-}" ]; then
       time_it tree "$MLRUN" --tree_width "$TREE_WIDTH" --hostfile "$hostfile" hostname
       check_mlrun_output
     fi
-    if command -v mpirun >/dev/null; then
+    if [ "${MPIRUN:-1}" != 0 ] && command -v mpirun >/dev/null; then
       time_it mpirun mpirun --allow-run-as-root --hostfile "$hostfile" -np $((2 * n)) \
         --mca plm_rsh_agent "ssh -F $MLRUN_CLUSTER_SSH_CONFIG" \
         --mca oob_tcp_if_include 10.77.0.0/24 hostname
@@ -115,7 +127,7 @@ for n in $sizes; do
       time_it wrapper "$MLRUN_SSH_PROBE" run 'hostname & hostname & wait' $hosts </dev/null
     fi
   done
-  for tool in floor mlrun tree mpirun openssh wrapper; do
+  for tool in floor mlrun old tree mpirun openssh wrapper; do
     [ -s "$results/$tool.$n" ] || continue
     printf '%s hosts  %-8s %s\n' "$n" "$tool" "$(summary_of "$results/$tool.$n")"
   done
@@ -123,15 +135,17 @@ for n in $sizes; do
 done
 
 # mlrun against the floor and mpirun, and how each grows from the first size to the last.
-printf '%-6s %-9s %-9s %-9s %-9s %-13s %-13s %-13s\n' hosts floor mlrun tree mpirun mlrun/floor \
-  mlrun/mpirun tree/floor
+printf '%-6s %-9s %-9s %-9s %-9s %-9s %-13s %-13s %-13s %-13s\n' hosts floor mlrun old tree mpirun \
+  mlrun/floor old/floor mlrun/mpirun tree/floor
 for n in $sizes; do
   f=$(median_of "$results/floor.$n")
   m=$(median_of "$results/mlrun.$n")
   t=$([ -s "$results/tree.$n" ] && median_of "$results/tree.$n" || echo -)
+  o=$([ -s "$results/old.$n" ] && median_of "$results/old.$n" || echo -)
   p=$([ -s "$results/mpirun.$n" ] && median_of "$results/mpirun.$n" || echo -)
-  awk -v n="$n" -v f="$f" -v m="$m" -v t="$t" -v p="$p" 'BEGIN {
-    printf "%-6s %-9s %-9s %-9s %-9s %-13s %-13s %-13s\n", n, f, m, t, p, sprintf("%.2fx", m / f),
+  awk -v n="$n" -v f="$f" -v m="$m" -v o="$o" -v t="$t" -v p="$p" 'BEGIN {
+    printf "%-6s %-9s %-9s %-9s %-9s %-9s %-13s %-13s %-13s %-13s\n", n, f, m, o, t, p,
+      sprintf("%.2fx", m / f), (o == "-" ? "-" : sprintf("%.2fx", o / f)),
       (p == "-" ? "-" : sprintf("%.2fx", m / p)), (t == "-" ? "-" : sprintf("%.2fx", t / f)) }'
 done
 set -- $sizes
@@ -142,4 +156,8 @@ if [ $# -ge 2 ]; then
     -v c="$(median_of "$results/mlrun.$first")" -v d="$(median_of "$results/mlrun.$last")" \
     -v x="$first" -v y="$last" 'BEGIN {
       printf "growth %s -> %s hosts: floor +%.3f s, mlrun +%.3f s\n", x, y, b - a, d - c }'
+  if [ -n "$MLRUN_OLD" ]; then
+    awk -v a="$(median_of "$results/old.$first")" -v b="$(median_of "$results/old.$last")" \
+      'BEGIN { printf "  old +%.3f s\n", b - a }'
+  fi
 fi

@@ -68,6 +68,19 @@ run_mlrun --dry-run --tree_width 1 -H n1,n2 "$T/worker.sh"
 expect_rc 2
 expect_grep "$T/err" "tree_width"
 
+# Planning loads NCCL (a dlopen of hundreds of MB, on every agent before it joins) only where it
+# decides the backend: --backend auto on a node with a GPU. (Fails on the old code only where
+# libnccl.so.2 is installed.)
+for backend in gloo auto; do
+  RC=0
+  LD_DEBUG=files "$MLRUN" --dry-run --backend "$backend" --nproc_per_node 1 "$T/worker.sh" \
+    >"$T/out" 2>"$T/err" || RC=$?
+  expect_rc 0
+  if [ "$backend" = gloo ] || ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+    ! grep -q 'libnccl' "$T/err" || fail "--backend $backend: planning loaded $(grep -m1 libnccl "$T/err")"
+  fi
+done
+
 # Errors are still errors in a dry run.
 run_mlrun --dry-run "$T/missing.sh"
 expect_rc 2
