@@ -12,9 +12,10 @@ namespace mlrun {
 
 /// Such a head has no event loop with handlers: the signals would keep their default action,
 /// which ends the process at once, so every thread must block them. Construct this before the
-/// head starts any thread (the rendezvous server's, the SSH pumps and relay): it blocks the
+/// head starts any thread of its own (the rendezvous server's, the relay): it blocks the
 /// policy's signals in the calling thread, every thread started later inherits that, and its own
-/// thread reads them from a signalfd, each delivery once.
+/// thread reads them from a signalfd, each delivery once. (The SSH pumps, which start while the
+/// head connects, block every asynchronous signal themselves: transport/ssh_channel.cc.)
 ///
 /// The first stop signal calls the interrupt callback (when it is set, if it came earlier); a
 /// second SIGINT ends the head at once with 130 (its agents then stop their workers as their SSH

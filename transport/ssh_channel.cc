@@ -332,14 +332,19 @@ RemoteExit pump(SshSession::Impl& s, const std::string& command, std::string_vie
       .run(command, stdin_data, keep_stdin_open);
 }
 
-// Runs fn on a fresh thread with SIGPIPE blocked, so that a reader closing its pipe end shows
-// up as EPIPE in the pump and never as a signal to the process. The thread's pending SIGPIPE
-// dies with it.
+// Runs fn on a fresh thread with every asynchronous signal blocked. SIGPIPE: a reader closing
+// its pipe end shows up as EPIPE in the pump and never as a signal to the process (the thread's
+// pending SIGPIPE dies with it). The others (SIGINT, SIGTERM, SIGUSR1, ...): a pump may start
+// before its process has set up its own signal handling (the head starts each agent as soon as
+// its host is connected, docs/multinode.md), and a signal taken here with its default action
+// would end the process at once; blocked here, it goes to a thread that handles it.
 template <typename Fn>
 std::thread pump_thread(Fn fn) {
   sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGPIPE);
+  sigfillset(&block);
+  // Faults are the thread's own and cannot wait.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS})
+    sigdelset(&block, sig);
   pthread_sigmask(SIG_BLOCK, &block, &old);  // the new thread inherits this mask
   std::thread t(std::move(fn));
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
