@@ -24,6 +24,7 @@
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 
+#include "transport/libssh_lazy.h"
 #include "transport/ssh_session_impl.h"
 #include "worker/log.h"
 
@@ -217,6 +218,11 @@ std::string SshSession::local_address() const {
 }
 
 SshSession SshSession::connect(const SshTarget& target, const SshOptions& options) {
+  try {
+    ssh_detail::load_libssh();
+  } catch (const std::runtime_error& e) {
+    throw SshError(SshError::Kind::kConfig, target.host, e.what());
+  }
   quiet_libssh();
   auto s = std::make_unique<Impl>();
   s->host = target.host;

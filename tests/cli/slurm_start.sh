@@ -3,7 +3,8 @@
 # sets them) and scontrol (FAKE_SLURM_VERSION, FAKE_KILLWAIT). `scontrol show config` runs while
 # srun starts the agents, so what it says must still hold: a refused version (20.11.0-20.11.2)
 # or no answer ends the job before any worker starts, and each agent's grace period is cut to
-# end within KillWait (KillWait 5 s: 3 s, however long --grace_period is).
+# end within KillWait (KillWait 5 s: 3 s, however long --grace_period is); and no process of
+# the job loads libssh.
 source "$(dirname "$0")/common.sh"
 
 mkdir -p "$T/bin"
@@ -41,6 +42,18 @@ expect_rc 0
 for r in 0 1 2; do expect_line "$T/out" "[$r] rank $r on ${MARKER}-n$((r + 1))"; done
 rm -f "$T"/started.*
 
+# 1b. Neither the head nor an agent loads libssh (it is opened only where SSH is used,
+#     transport/libssh_lazy.h): the dynamic loader's list of what each process opened.
+mkdir -p "$T/ld"
+LD_DEBUG=files LD_DEBUG_OUTPUT="$T/ld/trace" run_mlrun "$T/worker.sh"
+expect_rc 0
+mlrun_traces=$(grep -l "needed by .*mlrun" "$T"/ld/trace.* | wc -l)
+[ "$mlrun_traces" -ge 4 ] || fail "expected the loader's trace of 4 mlrun processes, got $mlrun_traces"
+if grep -l 'file=libssh' "$T"/ld/trace.* >/dev/null; then
+  fail "an mlrun process of a Slurm job loaded libssh: $(grep -h 'file=libssh' "$T"/ld/trace.* | head -1)"
+fi
+rm -rf "$T"/started.* "$T/ld"
+
 # 2. A refused version: the job ends with the reason, no worker ran, nothing is left.
 FAKE_SLURM_VERSION=20.11.1 run_mlrun "$T/worker.sh"
 expect_rc 1
@@ -70,4 +83,4 @@ wait_until 12 workers_gone || fail "workers still running 12 s after SIGTERM (gr
 wait_mlrun 20
 expect_rc 1
 assert_no_marker_left 10
-echo "ok: start, refused version, no scontrol answer, grace within KillWait"
+echo "ok: start, no libssh loaded, refused version, no scontrol answer, grace within KillWait"
