@@ -217,12 +217,17 @@ std::string SshSession::local_address() const {
   return text;
 }
 
-SshSession SshSession::connect(const SshTarget& target, const SshOptions& options) {
+// libssh is opened at the first connection (transport/libssh_lazy.h); failing, it names the host.
+static void open_libssh(const std::string& host) {
   try {
     ssh_detail::load_libssh();
   } catch (const std::runtime_error& e) {
-    throw SshError(SshError::Kind::kConfig, target.host, e.what());
+    throw SshError(SshError::Kind::kConfig, host, e.what());
   }
+}
+
+SshSession SshSession::connect(const SshTarget& target, const SshOptions& options) {
+  open_libssh(target.host);
   quiet_libssh();
   auto s = std::make_unique<Impl>();
   s->host = target.host;
