@@ -175,13 +175,16 @@ void NodeCoordinator::wait_for_coordinator(int code) {
   }
 }
 
-// No node leaves before every node is done with the rendezvous: the node that serves it (node
-// 0, or the endpoint's owner) would otherwise take it down while another node still reports its
-// result. Bounded, so a node that is gone holds nobody; an aborted job fails at once.
+// The node that serves the rendezvous (node 0, or the endpoint's owner) leaves only once every
+// node is done with it: it would otherwise take the server down while another node still reports
+// its result. Bounded, so a node that is gone holds nobody; an aborted job fails at once. A node
+// that does not serve it leaves at once: its own end is all it owes (an agent's server is the
+// head's, which outlives every agent: its transport's finish waits for each to end).
 void NodeCoordinator::wait_for_every_node() {
   if (nnodes_ <= 1 || node_rank_ < 0 || leaving_) return;
   try {
     control_.set(done_key(node_rank_), "1");
+    if (!job_.serves_rendezvous) return;
     std::vector<std::string> done;
     for (int n = 0; n < nnodes_; ++n) done.push_back(done_key(n));
     control_.wait(done, std::chrono::seconds(10));

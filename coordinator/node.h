@@ -65,7 +65,8 @@ struct NodeJob {
   /// in a Slurm step, where only Slurm signals it).
   std::string signal_note;
   /// This launcher serves the rendezvous (node 0 or the endpoint's owner): it cannot leave an
-  /// elastic job, since the job's server goes with it.
+  /// elastic job, since the job's server goes with it, and at the end it waits for every node's
+  /// done mark before it leaves (no other node waits).
   bool serves_rendezvous = false;
   bool elastic() const { return nnodes_min > 0 && nnodes_min < nnodes; }
 };
