@@ -4,14 +4,17 @@ TCPStore server and against mlrun's server (`mlrun rdzv --torch-store`), same cl
 
   torch_store_bench.py --mlrun BUILD/mlrun [--gloo-clients BUILD/bench/rdzv/gloo_clients]
                        [--mlrun-old OLD/mlrun] [--systems torch,mlrun,...]
-                       [--worlds 1024,4096] [--reps 3] [--procs 4] [--threads 32] [--json FILE]
-  torch_store_bench.py client HOST PORT WORLD FIRST NRANKS NTHREADS   (one client process)
+                       [--worlds 1024,4096] [--reps 3] [--procs 4] [--threads 32]
+                       [--barrier torch1.13|torch2] [--json FILE]
+  torch_store_bench.py client HOST PORT WORLD FIRST NRANKS NTHREADS BARRIER   (one client process)
 
 Each rank is its own TCPStore client (torch 1.13 opens two connections per client). Its part:
   1. SET its own key (136 bytes, the size of a Gloo address);
   2. WAIT + GET the keys of its two ring neighbours (r-1, r+1);
-  3. a store barrier as torch 1.13's _store_based_barrier does it: ADD(key, 1), then ADD(key, 0)
-     polled every 10 ms until it reaches WORLD.
+  3. a store barrier, as torch 1.13's _store_based_barrier does it (--barrier torch1.13, the
+     default): ADD(key, 1), then ADD(key, 0) polled every 10 ms until it reaches WORLD; or as
+     torch 2.x's does it (--barrier torch2): ADD(key, 1), ADD(key, 0), the rank that reads WORLD
+     SETs key:last_worker, and every rank WAITs for that key (no polling).
 NTHREADS Python threads per process each drive their ranks phase by phase (a blocking WAIT only
 waits for ranks already past the SET phase). Wall: first connect to last barrier exit
 (CLOCK_MONOTONIC stamps from the clients). Each run of the Python clients also prints when the
@@ -51,7 +54,7 @@ def raise_nofile():
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def client(host, port, world, first, nranks, nthreads):
+def client(host, port, world, first, nranks, nthreads, barrier):
     import torch.distributed as dist
 
     raise_nofile()
@@ -79,11 +82,18 @@ def client(host, port, world, first, nranks, nthreads):
             for s in stores:
                 s.add("barrier", 1)
             t_add = time.monotonic_ns()
-            left = list(stores)
-            while left:
-                left = [s for s in left if s.add("barrier", 0) < world]
-                if left:
-                    time.sleep(0.01)
+            if barrier == "torch2":
+                for s in stores:
+                    if s.add("barrier", 0) == world:
+                        s.set("barrier:last_worker", "1")
+                for s in stores:
+                    s.wait(["barrier:last_worker"])
+            else:
+                left = list(stores)
+                while left:
+                    left = [s for s in left if s.add("barrier", 0) < world]
+                    if left:
+                        time.sleep(0.01)
             t1 = time.monotonic_ns()
             with lock:
                 stamps.append((t0, t1, len(ranks), t_conn, t_set, t_wait, t_add))
@@ -153,7 +163,8 @@ def one_run(kind, args, world):
             lo, hi = world * i // args.procs, world * (i + 1) // args.procs
             if kind in ("torch", "mlrun", "mlrun-old"):
                 argv = [sys.executable, os.path.abspath(__file__), "client", f"127.0.0.{i + 1}",
-                        str(port), str(world), str(lo), str(hi - lo), str(args.threads)]
+                        str(port), str(world), str(lo), str(hi - lo), str(args.threads),
+                        args.barrier]
             else:
                 argv = [args.gloo_clients, "torch113" if kind == "tcpstore-c++" else "mlrun",
                         f"127.0.0.{i + 1}", str(port), token, str(world), str(hi - lo), str(lo)]
@@ -181,9 +192,9 @@ def one_run(kind, args, world):
 
 
 def main():
-    if len(sys.argv) == 8 and sys.argv[1] == "client":
+    if len(sys.argv) == 9 and sys.argv[1] == "client":
         a = sys.argv[2:]
-        client(a[0], int(a[1]), int(a[2]), int(a[3]), int(a[4]), int(a[5]))
+        client(a[0], int(a[1]), int(a[2]), int(a[3]), int(a[4]), int(a[5]), a[6])
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("--mlrun", required=True)
@@ -191,12 +202,17 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=32)
+    ap.add_argument("--barrier", choices=("torch1.13", "torch2"), default="torch1.13",
+                    help="the store barrier's form: torch 1.13's polling ADD (default) or torch "
+                    "2.x's ADD then WAIT for the last worker's key")
     ap.add_argument("--gloo-clients")
     ap.add_argument("--mlrun-old", help="a second mlrun binary (e.g. main's), run as system "
                     "mlrun-old with the same Python clients: old and new server side by side")
     ap.add_argument("--systems", help="comma-separated subset of the systems to run")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.gloo_clients and args.barrier != "torch1.13":
+        ap.error("--gloo-clients: the C++ clients do torch 1.13's polling barrier only")
     raise_nofile()
     kinds = (["torch", "mlrun"] + (["mlrun-old"] if args.mlrun_old else []) +
              (["tcpstore-c++", "mlrun-own"] if args.gloo_clients else []))
