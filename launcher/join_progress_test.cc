@@ -33,6 +33,17 @@ TEST(JoinProgress, EveryNodeOfASmallJob) {
   EXPECT_EQ(lines[1].rfind("ranks joined 4/6: 2/3 nodes", 0), 0u) << lines[1];
 }
 
+TEST(JoinProgress, AWorldTheHeadDoesNotKnowIsCountedByNodesAndTotalledAtTheLast) {
+  // Under Slurm each node counts its own GPUs: the head's plan has no world size.
+  JoinProgress p(0, std::chrono::steady_clock::now());
+  auto lines = said(p, 0, 20, 4);
+  ASSERT_EQ(lines.size(), 11u) << lines.size();  // the first, 9 tenths of the nodes, the last
+  EXPECT_EQ(lines.front().rfind("ranks joined 4 so far: 1/20 nodes after ", 0), 0u)
+      << lines.front();
+  EXPECT_EQ(lines[1].rfind("ranks joined 8 so far: 2/20 nodes", 0), 0u) << lines[1];
+  EXPECT_EQ(lines.back().rfind("ranks joined 80: 20/20 nodes", 0), 0u) << lines.back();
+}
+
 TEST(JoinProgress, EachAttemptCountsAfreshAndOtherGroupsAreNotCounted) {
   JoinProgress p(4, std::chrono::steady_clock::now());
   EXPECT_FALSE(p.on_join("mlrun/join/g0/trainer", 1, 4, 1));

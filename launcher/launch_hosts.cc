@@ -194,7 +194,8 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
   const auto& nodes = plan.hosts.nodes;
   const auto began = std::chrono::steady_clock::now();
   log::info("job {}: {} nodes, world size {}, backend {}", plan.job_id, nodes.size(),
-            plan.world_size, plan.backend);
+            plan.world_size > 0 ? fmt::to_string(plan.world_size) : "from each node's GPUs",
+            plan.backend);
   // 1. The transport to every node that gets an agent, made before anything starts: every
   //    unreachable host is reported together and nothing runs.
   std::vector<transport::AgentNode> agent_nodes = agent_nodes_of(plan);
