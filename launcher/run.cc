@@ -197,7 +197,7 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   return run_this_node(o, plan, job, lifeline, -1);
 }
 
-// An SSH agent's job: one JSON line on stdin, read byte by byte, since nothing past it may be
+// `mlrun [options] program`: the options, the log, where the nodes come from, then launch().
 int launch_command(const std::vector<std::string>& args) {
   ParseResult parsed =
       parse_options(args, [](const std::string& name) { return std::getenv(name.c_str()); });
