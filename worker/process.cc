@@ -109,10 +109,16 @@ pid_t fork_into_cgroup(int dir_fd) {
 #endif
 }
 
+// strerror may translate, and so lock and allocate: not for a child between fork and exec.
+const char* child_strerror(int e) {
+  const char* text = strerrordesc_np(e);
+  return text != nullptr ? text : "unknown error";
+}
+
 [[noreturn]] void fail_child(const char* prefix, const char* what, int e) {
   (void)!write(STDERR_FILENO, prefix, strlen(prefix));
   (void)!write(STDERR_FILENO, what, strlen(what));
-  const char* reason = strerror(e);
+  const char* reason = child_strerror(e);
   (void)!write(STDERR_FILENO, reason, strlen(reason));
   (void)!write(STDERR_FILENO, "\n", 1);
   _exit(127);
@@ -173,7 +179,7 @@ void apply_placement(const Placement& p, const char* prefix) {
     (void)!write(STDERR_FILENO, failure_prefix, strlen(failure_prefix));
     const char* what = " (changing directory): ";
     (void)!write(STDERR_FILENO, what, strlen(what));
-    const char* reason = strerror(e);
+    const char* reason = child_strerror(e);
     (void)!write(STDERR_FILENO, reason, strlen(reason));
     (void)!write(STDERR_FILENO, "\n", 1);
     _exit(127);
@@ -182,11 +188,78 @@ void apply_placement(const Placement& p, const char* prefix) {
   int e = errno;
   (void)!write(STDERR_FILENO, failure_prefix, strlen(failure_prefix));
   (void)!write(STDERR_FILENO, ": ", 2);
-  const char* reason = strerror(e);
+  const char* reason = child_strerror(e);
   (void)!write(STDERR_FILENO, reason, strlen(reason));
   (void)!write(STDERR_FILENO, "\n", 1);
   _exit(127);
 }
+
+// exec_child's arguments, for a child started on a stack of its own.
+struct ChildStart {
+  pid_t parent;
+  const Pipe* out;
+  const Pipe* err;
+  int stdin_fd;
+  int death_signal;
+  const char* cwd;
+  char* const* argv;
+  char* const* envp;
+  const char* failure_prefix;
+  const Placement* placement;
+};
+
+// A worker started the way posix_spawn starts one, sharing this process's memory until its exec
+// (CLONE_VM | CLONE_VFORK), and born in the cgroup dir_fd (>= 0) as fork_into_cgroup's child is.
+// fork copies this process's page tables and makes every page it writes afterwards fault: on a
+// virtual machine whose page faults are dear that was most of a worker's cost (bench/README.md,
+// "Spawning a worker"). The child runs on its own stack, in this frame's, while this thread
+// waits for its exec; it touches nothing of this process but through system calls. x86-64 only
+// (the child's entry is a few instructions of assembly), and not under ASan or TSan, whose
+// runtimes would see a second thread on this one's state: elsewhere -1 with errno ENOSYS, as
+// where the kernel or a seccomp filter refuses clone3, and the caller forks.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define MLRUN_SPAWN_SHARED_VM 1
+[[noreturn]] void child_entry(ChildStart* c) {
+  exec_child(c->parent, *c->out, *c->err, c->stdin_fd, c->death_signal, c->cwd, c->argv, c->envp,
+             c->failure_prefix, *c->placement, -1);
+}
+
+pid_t spawn_shared_vm(int dir_fd, ChildStart& start) {
+  constexpr std::uint64_t kCloneVm = 0x100, kCloneVfork = 0x4000;
+  alignas(64) unsigned char stack[32 * 1024];
+  CloneArgs args{};
+  args.flags = kCloneVm | kCloneVfork | (dir_fd >= 0 ? kCloneIntoCgroup : 0);
+  args.exit_signal = SIGCHLD;
+  args.stack = reinterpret_cast<std::uint64_t>(stack);
+  args.stack_size = sizeof stack;
+  args.cgroup = dir_fd >= 0 ? static_cast<std::uint64_t>(dir_fd) : 0;
+  void (*entry)(ChildStart*) = child_entry;
+  ChildStart* arg = &start;
+  long ret;
+  // The child starts after the syscall with rax 0 and its stack pointer at the top of `stack`
+  // (16-byte aligned; the call leaves it as a function's entry expects) and every other register
+  // as this thread had it: it calls entry(arg), which never returns. rcx and r11 are the
+  // syscall's; entry and arg are in neither.
+  asm volatile(
+      "syscall\n\t"
+      "test %%rax, %%rax\n\t"
+      "jnz 1f\n\t"
+      "xor %%ebp, %%ebp\n\t"
+      "mov %[arg], %%rdi\n\t"
+      "call *%[entry]\n\t"
+      "ud2\n"
+      "1:"
+      : "=a"(ret)
+      : "0"(static_cast<long>(SYS_clone3)), "D"(&args),
+        "S"(sizeof args), [entry] "r"(entry), [arg] "r"(arg)
+      : "rcx", "r11", "memory");
+  if (ret < 0) {
+    errno = static_cast<int>(-ret);
+    return -1;
+  }
+  return static_cast<pid_t>(ret);
+}
+#endif
 
 class PosixSpawner final : public ProcessSpawner {
  public:
@@ -223,17 +296,33 @@ class PosixSpawner final : public ProcessSpawner {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t parent = getpid();
-    // Into the attempt's cgroup at birth where the kernel can, else by the child's own write.
+    const int stdin_fd = request.stdin_fd >= 0 ? request.stdin_fd : devnull_;
+    const char* cwd = request.cwd.empty() ? nullptr : request.cwd.c_str();
+    pid_t pid = -1;
+#ifdef MLRUN_SPAWN_SHARED_VM
+    ChildStart start{parent,
+                     &out,
+                     &err,
+                     stdin_fd,
+                     request.death_signal,
+                     cwd,
+                     argv.data(),
+                     envp.data(),
+                     failure_prefix.c_str(),
+                     &placement};
+    pid = spawn_shared_vm(cgroup_ != nullptr ? cgroup_->dir_fd() : -1, start);
+#endif
+    // Else a fork: into the attempt's cgroup at birth where the kernel can, else by the child's
+    // own write.
     int join_fd = -1;
-    pid_t pid = cgroup_ != nullptr ? fork_into_cgroup(cgroup_->dir_fd()) : -1;
+    if (pid < 0 && cgroup_ != nullptr) pid = fork_into_cgroup(cgroup_->dir_fd());
     if (pid < 0) {
       if (cgroup_ != nullptr) join_fd = cgroup_->procs_fd();
       pid = fork();
     }
     if (pid == 0) {
-      exec_child(parent, out, err, request.stdin_fd >= 0 ? request.stdin_fd : devnull_,
-                 request.death_signal, request.cwd.empty() ? nullptr : request.cwd.c_str(),
-                 argv.data(), envp.data(), failure_prefix.c_str(), placement, join_fd);
+      exec_child(parent, out, err, stdin_fd, request.death_signal, cwd, argv.data(), envp.data(),
+                 failure_prefix.c_str(), placement, join_fd);
     }
     int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
