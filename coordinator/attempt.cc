@@ -54,10 +54,11 @@ void NodeCoordinator::start_attempt(Joined& j, int restarts_spent) {
       result_written_ = false;
       change_handled_ = false;
       lost_filled_.clear();
-    } else if (beat_ && g == 0) {
+    } else if (beat_ && g == 0 && beat_name_.empty()) {
       // The server watches this node from its first heartbeat: before its workers start, so
-      // that a node that hangs at any time after is noticed.
-      beat_name_ = fmt::format("node {} ({})", a.node_rank, job_.host);
+      // that a node that hangs at any time after is noticed (NodeCoordinator::run sent it
+      // already when this node's rank was given).
+      beat_name_ = heartbeat_name(a.node_rank);
       send_node_beat();
     }
     s.begin_attempt(g, std::move(specs));
@@ -196,14 +197,18 @@ void NodeCoordinator::report_result(const AttemptResult& r) {
   // A node that left is lost to the others, who fill in its result.
   if (leaving_) return;
   try {
+    // This node's coordinator first: it then waits for `settled` while the count goes on (no
+    // node's result is the last one's critical path but for the count and `settled`).
+    control_.compare_set(notify_key(attempt_, node_rank_), "", "end");
     std::string result = NodeResult{!r.failed(), code}.encode();
-    control_.set(result_key(attempt_, node_rank_), result);
+    // Elastic nodes read each node's result (ElasticJoin::settle); fixed-size ones the count.
+    if (elastic_) control_.set(result_key(attempt_, node_rank_), result);
     // Before the count, so that whoever sees `settled` sees the failure too.
     if (r.failed()) control_.compare_set(key(attempt_, "first_bad"), "", result);
-    if (control_.add(key(attempt_, "results"), 1) == nnodes_) {
-      control_.set(key(attempt_, "settled"), "1");
+    std::int64_t count = control_.add(key(attempt_, "results"), result_delta(!r.failed()));
+    if (all_results_in(count, nnodes_)) {
+      control_.set(key(attempt_, "settled"), settled_value(count));
     }
-    control_.compare_set(notify_key(attempt_, node_rank_), "", "end");
   } catch (const rdzv::Error& e) {
     fmt::print(stderr, "mlrun: cannot report node {}'s result: {}\n", node_rank_, e.what());
   }

@@ -125,6 +125,12 @@ NodeOutcome NodeCoordinator::run(int lifeline_fd) {
   // The coordinator: joins each attempt, waits for its end or a failure anywhere, and settles
   // it with every node's result. Only this thread blocks on the rendezvous.
   coordinator_ = std::thread([this] { coordinate(); });
+  // A node whose rank was given (an agent's, a Slurm task's) is watched from now on, while the
+  // coordinator joins: its first heartbeat is not a round trip between the join and the spawn.
+  if (beat_ && !elastic_ && job_.node_rank >= 0) {
+    beat_name_ = heartbeat_name(job_.node_rank);
+    send_node_beat();
+  }
   if (lifeline_fd >= 0) {
     lifeline_stream_.emplace(io_, dup(lifeline_fd));
     watch_lifeline();
@@ -137,7 +143,7 @@ NodeOutcome NodeCoordinator::run(int lifeline_fd) {
   // Fixed-size: this node is done, not hung; closing the heartbeats' connection ends the
   // server's watch over it (the node may wait below for the others a while).
   if (!elastic_) beat_.reset();
-  if (signal_watcher_) signal_watcher_->stop(&control_, std::chrono::seconds(2));
+  if (signal_watcher_) signal_watcher_->stop(std::chrono::seconds(2));
   wait_for_coordinator(code);
   wait_for_every_node();
 
@@ -183,7 +189,7 @@ void NodeCoordinator::wait_for_coordinator(int code) {
 void NodeCoordinator::wait_for_every_node() {
   if (nnodes_ <= 1 || node_rank_ < 0 || leaving_) return;
   try {
-    control_.set(done_key(node_rank_), "1");
+    if (job_.mark_done) control_.set(done_key(node_rank_), "1");
     if (!job_.serves_rendezvous) return;
     std::vector<std::string> done;
     for (int n = 0; n < nnodes_; ++n) done.push_back(done_key(n));

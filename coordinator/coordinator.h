@@ -98,6 +98,8 @@ class NodeCoordinator {
   void arm_tick();
   void tick();
   void send_node_beat();
+  // "node 1 (host2)": who a fixed-size node's heartbeats name.
+  std::string heartbeat_name(int node_rank) const;
   void check_change();
   void fill_lost_results(int g, const MembershipChange& change);
   // The end of run() (coordinator/coordinator.cc).

@@ -176,7 +176,7 @@ void add_leave_causes(rdzv::Client& c, MembershipChange& change) {
 }
 
 Settled settle_attempt(rdzv::Client& c, int g) {
-  get_eventually(c, key(g, "settled"));
+  if (get_eventually(c, key(g, "settled")) == kSettledOk) return {};
   if (auto record = c.try_get(key(g, "failed"))) return {true, failure_code(*record), *record};
   if (auto bad = c.try_get(key(g, "first_bad"))) return {true, failure_code(*bad), {}};
   return {};

@@ -8,10 +8,11 @@
 //                         changed) or "end" (node N's group ended)
 //   mlrun/G/result/N      node N's group ended (coordinator/records.h NodeResult)
 //   mlrun/G/first_bad     the first failed node's result; mlrun/G/results counts the results
-//                         and the last one sets mlrun/G/settled
+//                         and the last one sets mlrun/G/settled (below)
 //   mlrun/G/changed       elastic: the membership change that stopped the round
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,23 @@ inline std::string notify_key(int g, int node) {
 }
 inline std::string result_key(int g, int node) {
   return fmt::format("mlrun/{}/result/{}", g, node);
+}
+
+/// mlrun/G/results: each node adds result_delta(its group succeeded), so the count holds the
+/// results in its low 32 bits and the failures above them. The node whose add brings in the last
+/// result sets mlrun/G/settled to settled_value(count): kSettledOk when no node failed, and
+/// nobody reads further; "1" when one did (mlrun/G/failed and first_bad say how). A job's nodes
+/// run one mlrun: one that added 1 for a failure would be counted a success.
+inline constexpr std::int64_t kFailedResult = std::int64_t{1} << 32;
+inline constexpr std::string_view kSettledOk = "ok";
+inline std::int64_t result_delta(bool ok) {
+  return ok ? 1 : 1 + kFailedResult;
+}
+inline bool all_results_in(std::int64_t count, int nnodes) {
+  return (count & (kFailedResult - 1)) == nnodes;
+}
+inline std::string settled_value(std::int64_t count) {
+  return count < kFailedResult ? std::string(kSettledOk) : "1";
 }
 
 /// Elastic jobs: the server's membership rounds of this group (docs/protocol.md). The server

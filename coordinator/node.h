@@ -68,6 +68,9 @@ struct NodeJob {
   /// elastic job, since the job's server goes with it, and at the end it waits for every node's
   /// done mark before it leaves (no other node waits).
   bool serves_rendezvous = false;
+  /// After its last attempt this node sets its done mark, for a node that serves the rendezvous.
+  /// Off for an agent: its server is the head's, which waits for every agent's end itself.
+  bool mark_done = true;
   bool elastic() const { return nnodes_min > 0 && nnodes_min < nnodes; }
 };
 

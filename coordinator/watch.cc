@@ -66,6 +66,10 @@ void NodeCoordinator::tick() {
   arm_tick();
 }
 
+std::string NodeCoordinator::heartbeat_name(int node_rank) const {
+  return fmt::format("node {} ({})", node_rank, job_.host);
+}
+
 // One heartbeat of a fixed-size node. A server older than protocol 1.2 refuses the op: the job
 // runs without, and says so once. A lost server ends this node, as an elastic one.
 void NodeCoordinator::send_node_beat() {

@@ -103,6 +103,8 @@ NodeJob node_job_of(const transport::AgentJob& record) {
   job.node_rank = record.node_rank;
   job.nproc = record.nproc;
   job.tree_parent = record.parent;
+  // The head serves the rendezvous and outlives every agent: nobody waits for a done mark.
+  job.mark_done = false;
   // 0: the head did not say; the defaults.
   if (record.heartbeat_interval.count() > 0) job.heartbeat_interval = record.heartbeat_interval;
   if (record.heartbeat_timeout.count() > 0) job.heartbeat_timeout = record.heartbeat_timeout;

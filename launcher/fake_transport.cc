@@ -23,6 +23,7 @@
 #include <mlrun/rendezvous.hpp>
 #include <nlohmann/json.hpp>
 
+#include "coordinator/keys.h"
 #include "launcher/summary.h"
 #include "worker/net.h"
 #include "worker/supervisor.h"
@@ -314,15 +315,17 @@ void FakeTransport::Agent::publish_failure(rdzv::Client& c, const rdzv::NodeAssi
 void FakeTransport::Agent::report_result(rdzv::Client& c, const rdzv::NodeAssignment& a, bool ok,
                                          int code) {
   std::string result = json{{"ok", ok}, {"code", code}}.dump();
-  c.set(key(0, fmt::format("result/{}", a.node_rank)), result);
   if (!ok) c.compare_set(key(0, "first_bad"), "", result);
-  if (c.add(key(0, "results"), 1) == a.nnodes) c.set(key(0, "settled"), "1");
+  std::int64_t count = c.add(key(0, "results"), coordinator::result_delta(ok));
+  if (coordinator::all_results_in(count, a.nnodes)) {
+    c.set(key(0, "settled"), coordinator::settled_value(count));
+  }
   c.compare_set(key(0, fmt::format("notify/{}", a.node_rank)), "", "end");
 }
 
 // The job's exit code once every node's result is in.
 int FakeTransport::Agent::settle(rdzv::Client& c) {
-  c.get(key(0, "settled"), kBound);
+  if (c.get(key(0, "settled"), kBound) == coordinator::kSettledOk) return 0;
   if (auto record = c.try_get(key(0, "failed"))) return json::parse(*record).at("code").get<int>();
   if (auto bad = c.try_get(key(0, "first_bad"))) return json::parse(*bad).at("code").get<int>();
   return 0;

@@ -35,6 +35,7 @@ struct SignalWatcher::State {
   bool stopped = false;
   std::function<void(int)> on_signal;
   std::string origin;
+  rdzv::Client* client = nullptr;  // The watcher's connection while it is open: stop() ends it.
   std::promise<void> done;
 };
 
@@ -58,6 +59,19 @@ SignalWatcher::SignalWatcher(const std::string& endpoint, const std::string& tok
       rdzv::ClientOptions options;
       options.job_id = job_id;
       rdzv::Client c = rdzv::Client::connect(endpoint, token, options);
+      // Registered while c lives, so that stop() interrupts a live connection only.
+      struct Registration {
+        State& state;
+        Registration(State& s, rdzv::Client& c) : state(s) {
+          std::lock_guard lock(state.mutex);
+          if (state.stopped) c.interrupt();
+          state.client = &c;
+        }
+        ~Registration() {
+          std::lock_guard lock(state.mutex);
+          state.client = nullptr;
+        }
+      } registration(*state, c);
       for (std::int64_t n = 1;; ++n) {
         std::string text;
         // An entry may take days to come; the connection's loss ends the wait at once.
@@ -70,12 +84,8 @@ SignalWatcher::SignalWatcher(const std::string& endpoint, const std::string& tok
         }
         json entry = json::parse(text, nullptr, false);
         if (!entry.is_object()) continue;
-        bool mine = entry.value("from", "") == state->origin;
-        if (entry.value("end", false)) {
-          if (mine) break;
-          continue;
-        }
-        if (mine) continue;
+        // An end entry is an older node's (the header says why).
+        if (entry.value("end", false) || entry.value("from", "") == state->origin) continue;
         std::lock_guard lock(state->mutex);
         if (state->stopped) break;
         int sig = entry.value("sig", 0);
@@ -88,24 +98,19 @@ SignalWatcher::SignalWatcher(const std::string& endpoint, const std::string& tok
   }).detach();
 }
 
-void SignalWatcher::stop(rdzv::Client* c, std::chrono::milliseconds bound) {
+void SignalWatcher::stop(std::chrono::milliseconds bound) {
   {
     std::lock_guard lock(state_->mutex);
     if (state_->stopped) return;
     state_->stopped = true;
-  }
-  if (c != nullptr) {
-    try {
-      publish(*c, json{{"end", true}, {"from", state_->origin}});
-    } catch (const std::exception&) {
-      // The server is gone or the job aborted: the watcher woke with that already.
-    }
+    // Its blocked get wakes with ConnectionError and the thread ends.
+    if (state_->client != nullptr) state_->client->interrupt();
   }
   state_->done.get_future().wait_for(bound);
 }
 
 SignalWatcher::~SignalWatcher() {
-  stop(nullptr, std::chrono::milliseconds(0));
+  stop(std::chrono::milliseconds(0));
 }
 
 }  // namespace mlrun

@@ -5,8 +5,9 @@
 // every node watches the entries on a connection of its own and passes each signal to its
 // workers. Keys (job-wide, not per attempt):
 //   mlrun/signal/count   entries so far (add)
-//   mlrun/signal/N       {"sig": 10, "from": ORIGIN} (N from 1), or {"end": true, "from": ORIGIN}
-//                        which wakes the watcher of ORIGIN at its end and is skipped by others
+//   mlrun/signal/N       {"sig": 10, "from": ORIGIN} (N from 1)
+// (Until 2026-12 a watcher's end was an entry too, {"end": true, "from": ORIGIN}, which every
+// other watcher read past: N^2 reads at the end of a job of N nodes. A watcher skips one still.)
 #pragma once
 
 #include <chrono>
@@ -35,10 +36,10 @@ class SignalWatcher {
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
-  /// Ends the watch: publishes this origin's end entry through c (when c is not null) to wake
-  /// the watcher, and waits up to bound for it. After stop, on_signal is never called again; a
-  /// watcher that does not wake in time (a server gone silent) is left to end with the process.
-  void stop(rendezvous::Client* c, std::chrono::milliseconds bound);
+  /// Ends the watch: interrupts the watcher's connection (no request to the server) and waits
+  /// up to bound for its thread. After stop, on_signal is never called again; a watcher that
+  /// does not end in time is left to end with the process.
+  void stop(std::chrono::milliseconds bound);
 
   struct State;
 

@@ -129,8 +129,11 @@ Client::Impl::~Impl() {
 }
 
 void Client::Impl::drop(std::string why) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
+  {
+    std::lock_guard lock(fd_mutex);
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
   if (lost.empty()) lost = std::move(why);
 }
 
@@ -391,6 +394,14 @@ void Client::set_timeout(milliseconds timeout) {
 
 void Client::close() noexcept {
   if (impl_) impl_->drop("closed by the caller");
+}
+
+void Client::interrupt() noexcept {
+  if (!impl_) return;
+  // The owner's call wakes to a closed connection and drops it (reading fd alone; it writes fd
+  // only under the lock).
+  std::lock_guard lock(impl_->fd_mutex);
+  if (impl_->fd >= 0) ::shutdown(impl_->fd, SHUT_RDWR);
 }
 
 }  // namespace mlrun::rendezvous

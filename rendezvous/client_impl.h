@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,9 @@ inline std::uint32_t to_wire_ms(milliseconds timeout) {
 // One connection to the server (client.cc).
 struct Client::Impl {
   int fd = -1;
+  // Held where fd is closed (drop) and where another thread shuts it down (interrupt), so that
+  // an interrupt never reaches a descriptor that was closed, and maybe reused, meanwhile.
+  std::mutex fd_mutex;
   std::string endpoint;
   ClientOptions options;
   int rank = -1, world_size = -1, local_rank = -1, local_world_size = -1, node_rank = -1;

@@ -454,6 +454,30 @@ TEST_F(ClientTest, ClosedClientThrowsConnectionError) {
   EXPECT_THROW(c.heartbeat(), ConnectionError);
 }
 
+TEST_F(ClientTest, InterruptWakesACallBlockedOnAnotherThread) {
+  Client c = connect();
+  std::atomic<bool> started{false};
+  std::string what;
+  std::thread waiter([&] {
+    started = true;
+    try {
+      c.get("never-set", 60s);
+      what = "returned";
+    } catch (const ConnectionError&) {
+      what = "ConnectionError";
+    } catch (const std::exception& e) {
+      what = e.what();  // A TimeoutError: the interrupt did not wake it.
+    }
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(100ms);  // Blocked in its get by now.
+  c.interrupt();
+  waiter.join();
+  EXPECT_EQ(what, "ConnectionError");
+  EXPECT_THROW(c.set("k", "v"), ConnectionError);
+  c.interrupt();  // Again, on a dropped connection: nothing.
+}
+
 TEST_F(ClientTest, BarrierCanBeReusedRoundAfterRound) {
   constexpr int kWorld = 4;
   std::atomic<int> counter{0};

@@ -307,6 +307,10 @@ class MLRUN_RDZV_EXPORT Client {
 
   /// Closes the connection; later calls throw ConnectionError.
   void close() noexcept;
+  /// Ends the connection from another thread: a call blocked on it (a get waiting for its key)
+  /// throws ConnectionError at once, and so does every later call. The one member that may run
+  /// while another thread is inside a call on this Client; never while it is destroyed or moved.
+  void interrupt() noexcept;
 
   struct Impl;
 
