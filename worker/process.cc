@@ -212,10 +212,10 @@ struct ChildStart {
 // (CLONE_VM | CLONE_VFORK), and born in the cgroup dir_fd (>= 0) as fork_into_cgroup's child is.
 // fork copies this process's page tables and makes every page it writes afterwards fault: on a
 // virtual machine whose page faults are dear that was most of a worker's cost (bench/README.md,
-// "Spawning a worker"). The child runs on its own stack, in this frame's, while this thread
-// waits for its exec; it touches nothing of this process but through system calls. x86-64 only
-// (the child's entry is a few instructions of assembly), and not under ASan or TSan, whose
-// runtimes would see a second thread on this one's state: elsewhere -1 with errno ENOSYS, as
+// "Spawning a worker and starting mlrun"). The child runs on its own stack, in this frame's, while
+// this thread waits for its exec; it touches nothing of this process but through system calls.
+// x86-64 only (the child's entry is a few instructions of assembly), and not under ASan or TSan,
+// whose runtimes would see a second thread on this one's state: elsewhere -1 with errno ENOSYS, as
 // where the kernel or a seccomp filter refuses clone3, and the caller forks.
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define MLRUN_SPAWN_SHARED_VM 1
