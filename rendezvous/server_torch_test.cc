@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -224,7 +225,15 @@ TEST(ServerTorch, KeysAndWaitsCountAgainstTheServersOneCap) {
   std::size_t before = used();
   waiter.send(req(Dialect::kTorch113, TOp::kWait, keys));
   EXPECT_FALSE(waiter.read_bytes(1, 200ms));
+  // Charged once the whole request is read, which a slow machine under TSan can take a while to
+  // do; the request is cut if not read within frame_timeout (500 ms here), so a wait for the
+  // charge longer than that does not hide a slow reader.
+  for (auto until = std::chrono::steady_clock::now() + 3s;
+       used() <= before + 100'000 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(20ms);
+  }
   EXPECT_GT(used(), before + 100'000);
+  EXPECT_FALSE(any_line_has(server.log_lines(), "incomplete TCPStore request", ""));
   waiter.close();
   ASSERT_TRUE(server.wait_connections(1));
   EXPECT_EQ(used(), before);
