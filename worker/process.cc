@@ -95,7 +95,7 @@ constexpr std::uint64_t kCloneIntoCgroup = 0x200000000ULL;
 // the next fork behind it. -1 with errno when the kernel (or a seccomp filter) refuses; the
 // caller then forks and the child joins by writing cgroup.procs. Like fork, the child runs only
 // async-signal-safe code before exec.
-pid_t fork_into_cgroup(int dir_fd) {
+[[maybe_unused]] pid_t fork_into_cgroup(int dir_fd) {
 #ifdef SYS_clone3
   CloneArgs args{};
   args.flags = kCloneIntoCgroup;
@@ -313,9 +313,13 @@ class PosixSpawner final : public ProcessSpawner {
     pid = spawn_shared_vm(cgroup_ != nullptr ? cgroup_->dir_fd() : -1, start);
 #endif
     // Else a fork: into the attempt's cgroup at birth where the kernel can, else by the child's
-    // own write.
+    // own write. Not the raw clone3 under TSan: its fork() interceptor takes the runtime's locks
+    // first, and a raw clone's child could inherit one held by another thread and hang in the
+    // first intercepted call (launcher/fake_transport.cc's middle did).
     int join_fd = -1;
+#ifndef __SANITIZE_THREAD__
     if (pid < 0 && cgroup_ != nullptr) pid = fork_into_cgroup(cgroup_->dir_fd());
+#endif
     if (pid < 0) {
       if (cgroup_ != nullptr) join_fd = cgroup_->procs_fd();
       pid = fork();
