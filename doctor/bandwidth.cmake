@@ -13,7 +13,7 @@ add_executable(mlrun_allreduce_sweep ${CMAKE_CURRENT_LIST_DIR}/bandwidth_main.cc
 target_compile_definitions(mlrun_allreduce_sweep PRIVATE MLRUN_SWEEP_PROGRAM)
 target_include_directories(mlrun_allreduce_sweep PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(mlrun_allreduce_sweep
-  PRIVATE mlrun_rendezvous fmt::fmt-header-only nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS})
+  PRIVATE mlrun_rendezvous mlrun_fmt nlohmann_json::nlohmann_json ${CMAKE_DL_LIBS})
 if(TARGET mlrun_rendezvous_gloo)
   target_compile_definitions(mlrun_allreduce_sweep PRIVATE MLRUN_HAVE_GLOO_SWEEP)
   target_link_libraries(mlrun_allreduce_sweep PRIVATE mlrun_rendezvous_gloo)

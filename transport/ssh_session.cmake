@@ -11,7 +11,7 @@ add_library(mlrun_ssh STATIC ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc
 target_include_directories(mlrun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
 target_include_directories(mlrun_ssh PRIVATE ${LIBSSH_INCLUDE_DIRS})
 target_compile_options(mlrun_ssh PRIVATE ${LIBSSH_CFLAGS_OTHER})
-target_link_libraries(mlrun_ssh PUBLIC Threads::Threads ${CMAKE_DL_LIBS} PRIVATE fmt::fmt-header-only mlrun_worker)
+target_link_libraries(mlrun_ssh PUBLIC Threads::Threads ${CMAKE_DL_LIBS} PRIVATE mlrun_fmt mlrun_worker)
 
 if(TARGET mlrun_unit_tests)
   target_sources(mlrun_unit_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/ssh_session_test.cc)
