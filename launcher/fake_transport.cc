@@ -71,7 +71,7 @@ __attribute__((no_sanitize("thread"))) void unblock_all() {
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof none);
 }
 
-__attribute__((no_sanitize("thread"))) [[noreturn]] void exit_now(int code) {
+[[noreturn]] __attribute__((no_sanitize("thread"))) void exit_now(int code) {
   syscall(SYS_exit_group, code);
   __builtin_unreachable();
 }
@@ -86,7 +86,7 @@ __attribute__((no_sanitize("thread"))) [[noreturn]] void exit_now(int code) {
 // takes its own locks there, which another thread of this process may have held at the clone,
 // forever held in the copy (under TSan, one run in twenty of a head_launch_test with two fake
 // agents hung so).
-__attribute__((no_sanitize("thread"))) [[noreturn]] void middle_main(char* const* argv, int ready) {
+[[noreturn]] __attribute__((no_sanitize("thread"))) void middle_main(char* const* argv, int ready) {
   // Only the worker's output and the ready pipe stay open here: a copy of this test process's
   // sockets would keep the agents' connections open after they close them.
   if (ready == 3) {
