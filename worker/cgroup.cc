@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -111,40 +110,6 @@ std::string own_cgroup_directory(std::string* reason) {
     return {};
   }
   return dir;
-}
-
-bool populated(const std::string& dir) {
-  std::string events = read_text(dir + "/cgroup.events");
-  // A cgroup that is gone holds nothing.
-  if (events.empty()) return false;
-  return events.find("populated 1") != std::string::npos;
-}
-
-// Writes "1" to dir/cgroup.kill (the kernel kills the whole subtree, and forks that race with it
-// are killed too) and waits for cgroup.events to say the subtree is empty.
-bool kill_cgroup(const std::string& dir, std::chrono::milliseconds timeout) {
-  if (!populated(dir)) return true;
-  int fd = open((dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    while (write(fd, "1", 1) < 0 && errno == EINTR) {
-    }
-    close(fd);
-  }
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (populated(dir)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
-
-// Removes dir's child cgroups, deepest first, then dir (cgroups are removed with rmdir only).
-bool remove_cgroup_tree(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory(ec) && !entry.is_symlink(ec)) remove_cgroup_tree(entry.path());
-  }
-  return rmdir(dir.c_str()) == 0 || errno == ENOENT;
 }
 
 std::string survivors(const std::string& dir) {
@@ -315,11 +280,6 @@ bool JobCgroup::kill_all(std::chrono::milliseconds timeout) {
   }
   close_leaf();
   return ok;
-}
-
-bool kill_and_remove_cgroup(const std::string& dir, std::chrono::milliseconds timeout) {
-  kill_cgroup(dir, timeout);
-  return remove_cgroup_tree(dir);
 }
 
 }  // namespace mlrun

@@ -91,6 +91,11 @@ class JobCgroup {
 /// (the reason logged at info: `-v` shows it). The teardown mode is logged either way.
 std::unique_ptr<JobCgroup> make_node_cgroup(std::string_view job_id, Lifeline& lifeline);
 
+/// Writes "1" to dir/cgroup.kill (the kernel kills the whole subtree, and forks that race with it
+/// are killed too) and waits up to timeout for cgroup.events to say the subtree is empty. Returns
+/// whether it is (an absent dir holds nothing). worker/cgroup_kill.cc, with the next.
+bool kill_cgroup(const std::string& dir, std::chrono::milliseconds timeout);
+
 /// The same teardown for a path, without an object: kills what the cgroup at dir holds (and in
 /// cgroups below it), waits up to timeout for them to be gone, and removes dir and its children.
 /// For the lifeline, which may run it after the launcher is gone. Returns whether dir is gone.

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -12,9 +13,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
 
 #include "worker/cgroup.h"
 #include "worker/process.h"
+
+extern char** environ;
 
 namespace mlrun {
 namespace {
@@ -100,6 +104,17 @@ void wait_for_the_end(int fd, int watch, long bound_ms, pid_t launcher, pid_t* t
   }
 }
 
+void send(int fd, char op, pid_t pgid) {
+  char line[32];
+  int len = std::snprintf(line, sizeof line, "%c%d\n", op, static_cast<int>(pgid));
+  // Short writes to a pipe below PIPE_BUF are atomic; a failure means the lifeline is gone and
+  // nothing else can be done about it here.
+  while (write(fd, line, static_cast<std::size_t>(len)) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
 [[noreturn]] void lifeline_main(int fd, int watch, long bound_ms, pid_t launcher) {
   prctl(PR_SET_NAME, "mlrun-lifeline");
   // Terminal signals are for the launcher, which forwards them; the lifeline only watches.
@@ -107,6 +122,11 @@ void wait_for_the_end(int fd, int watch, long bound_ms, pid_t launcher, pid_t* t
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
+  // Started by posix_spawn, they come blocked until ignored (Lifeline::start).
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stops, sig);
+  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
   // Hold none of the launcher's terminals, pipes or sockets open: whoever reads the launcher's
   // output must see it end when the launcher ends, and no port may stay bound by us.
   // The watched descriptor (the agent's stdin, an SSH channel: input, read by nobody here)
@@ -133,13 +153,70 @@ void wait_for_the_end(int fd, int watch, long bound_ms, pid_t launcher, pid_t* t
   _exit(0);
 }
 
-void send(int fd, char op, pid_t pgid) {
-  char line[32];
-  int len = std::snprintf(line, sizeof line, "%c%d\n", op, static_cast<int>(pgid));
-  // Short writes to a pipe below PIPE_BUF are atomic; a failure means the lifeline is gone and
-  // nothing else can be done about it here.
-  while (write(fd, line, static_cast<std::size_t>(len)) < 0 && errno == EINTR) {
+namespace {
+
+// The mlrun-lifeline program (worker/lifeline_program.cc) beside this executable (the build
+// tree) or in its libexec directory (an installation, CMakeLists.txt); empty when neither is.
+const std::string& lifeline_program() {
+  static const std::string path = [] {
+    std::error_code ec;
+    std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return std::string();
+    for (const auto& candidate :
+         {self.parent_path() / "mlrun-lifeline",
+          self.parent_path().parent_path() / "libexec" / "mlrun" / "mlrun-lifeline"}) {
+      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+    return std::string();
+  }();
+  return path;
+}
+
+// Starts mlrun-lifeline reading `pipe_read`, as posix_spawn does (a child sharing this
+// process's memory until its exec): no copy of the page tables and no copy-on-write faults
+// afterwards, which a fork of a grown launcher costs (~7 ms of CPU and ~75 faults on a VM whose
+// page faults are dear; docs/launcher.md, "Start-up"). -1 when it cannot be started.
+pid_t spawn_lifeline(const std::string& program, int pipe_read, int watch_fd, long bound_ms,
+                     pid_t launcher) {
+  // Above the descriptors the child's dup2s write, so that none overwrites another's source.
+  int pipe_copy = fcntl(pipe_read, F_DUPFD_CLOEXEC, 10);
+  int watch_copy = watch_fd >= 0 ? fcntl(watch_fd, F_DUPFD_CLOEXEC, 10) : -1;
+  pid_t pid = -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  if (pipe_copy >= 0 && (watch_fd < 0 || watch_copy >= 0)) {
+    // What lifeline_main keeps: /dev/null as 0-2, the pipe as 3, the watched descriptor as 4.
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&actions, 0, 1);
+    posix_spawn_file_actions_adddup2(&actions, 0, 2);
+    posix_spawn_file_actions_adddup2(&actions, pipe_copy, 3);
+    if (watch_copy >= 0) posix_spawn_file_actions_adddup2(&actions, watch_copy, 4);
+    posix_spawn_file_actions_addclosefrom_np(&actions, watch_copy >= 0 ? 5 : 4);
+    // Its own process group, as the fork's setpgid; the stop signals blocked until it ignores
+    // them, every other signal's disposition the default.
+    sigset_t mask, defaults;
+    sigemptyset(&mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&mask, sig);
+    sigfillset(&defaults);
+    sigdelset(&defaults, SIGKILL);
+    sigdelset(&defaults, SIGSTOP);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &mask);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    std::string pid_arg = std::to_string(launcher), bound_arg = std::to_string(bound_ms);
+    char* argv[] = {const_cast<char*>("mlrun-lifeline"), pid_arg.data(), bound_arg.data(),
+                    const_cast<char*>(watch_copy >= 0 ? "1" : "0"), nullptr};
+    if (posix_spawn(&pid, program.c_str(), &actions, &attr, argv, environ) != 0) pid = -1;
   }
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (pipe_copy >= 0) close(pipe_copy);
+  if (watch_copy >= 0) close(watch_copy);
+  return pid;
 }
 
 }  // namespace
@@ -149,7 +226,14 @@ Lifeline Lifeline::start(int watch_fd, std::chrono::milliseconds bound) {
   const pid_t launcher = getpid();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return l;
-  pid_t pid = fork();
+  const long bound_ms = static_cast<long>(bound.count());
+  pid_t pid = -1;
+  if (const std::string& program = lifeline_program(); !program.empty()) {
+    pid = spawn_lifeline(program, fds[0], watch_fd, bound_ms, launcher);
+  }
+  // Else (mlrun copied without its lifeline program, or the spawn refused) a fork of this
+  // process runs the same loop.
+  if (pid < 0) pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
@@ -160,7 +244,7 @@ Lifeline Lifeline::start(int watch_fd, std::chrono::milliseconds bound) {
     // Out of the launcher's process group, so that a group-wide signal to the launcher's job
     // (kill -TERM -PGID) still leaves the lifeline to clean up after it.
     setpgid(0, 0);
-    lifeline_main(fds[0], watch_fd, static_cast<long>(bound.count()), launcher);
+    lifeline_main(fds[0], watch_fd, bound_ms, launcher);
   }
   close(fds[0]);
   l.fd_ = fds[1];

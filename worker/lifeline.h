@@ -1,8 +1,9 @@
 // A backstop for the case no handler can cover: the launcher SIGKILLed. PR_SET_PDEATHSIG kills
-// each worker, but not the children a worker started. The lifeline is a small process forked at
-// start-up that holds the read end of a pipe; the launcher writes the process groups it starts
-// and ends into it, and when the pipe reports end-of-file (the launcher is gone, however it
-// died) the lifeline SIGKILLs every group still listed, kills and removes the job's cgroup it was
+// each worker, but not the children a worker started. The lifeline is a small process started
+// at start-up (the mlrun-lifeline program where it is installed, else a fork of the launcher)
+// that holds the read end of a pipe; the launcher writes the process groups it starts and ends
+// into it, and when the pipe reports end-of-file (the launcher is gone, however it died) the
+// lifeline SIGKILLs every group still listed, kills and removes the job's cgroup it was
 // given (what left the groups), removes the directory it was given, then exits.
 #pragma once
 
@@ -15,8 +16,9 @@ namespace mlrun {
 
 class Lifeline {
  public:
-  /// Forks the lifeline process. Call before any thread is started: the child does not exec.
-  /// On failure the lifeline is inactive and track/untrack do nothing.
+  /// Starts the lifeline process: the mlrun-lifeline program beside this executable or in its
+  /// libexec/mlrun directory, by posix_spawn; else a fork that does not exec (so call it before
+  /// any thread is started). On failure the lifeline is inactive and track/untrack do nothing.
   ///
   /// watch_fd >= 0 (an agent's stdin, the head's SSH channel): when its other end closes (the
   /// head is gone or gave up on this node) and the launcher has not ended `bound` later (it
@@ -45,5 +47,10 @@ class Lifeline {
   int fd_ = -1;
   pid_t pid_ = -1;
 };
+
+/// The lifeline's own loop, in the forked child or in mlrun-lifeline (worker/lifeline_program.cc):
+/// reads the launcher's pipe fd until it ends (watch >= 0: or until watch's other end has been
+/// closed for bound_ms, when it SIGKILLs launcher first), then sweeps what is still listed.
+[[noreturn]] void lifeline_main(int fd, int watch, long bound_ms, pid_t launcher);
 
 }  // namespace mlrun

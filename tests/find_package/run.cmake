@@ -22,7 +22,7 @@ step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix
 foreach(f include/mlrun/rendezvous.hpp include/mlrun/rendezvous_export.hpp
           lib/libmlrun_rendezvous.a lib/cmake/mlrun/mlrunConfig.cmake
           lib/cmake/mlrun/mlrunConfigVersion.cmake lib/cmake/mlrun/mlrunTargets.cmake
-          lib/pkgconfig/mlrun-rendezvous.pc bin/mlrun)
+          lib/pkgconfig/mlrun-rendezvous.pc bin/mlrun libexec/mlrun/mlrun-lifeline)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "cmake --install did not install ${f}")
   endif()
@@ -38,6 +38,24 @@ foreach(f ${package_files})
     endif()
   endforeach()
 endforeach()
+
+# The installed mlrun starts the installed lifeline program (worker/lifeline.h): its worker reads
+# the executable of its launcher's child called mlrun-lifeline.
+file(WRITE ${WORK_DIR}/lifeline_exe.sh [=[
+for p in /proc/[0-9]*; do
+  if [ "$(cat "$p/comm" 2>/dev/null)" = mlrun-lifeline ] && [ "$(cut -d' ' -f4 "$p/stat")" = "$PPID" ]; then
+    readlink "$p/exe"
+  fi
+done
+]=])
+step("the installed mlrun's lifeline" ${prefix}/bin/mlrun --nproc_per_node=1 --no_python sh
+     ${WORK_DIR}/lifeline_exe.sh)
+string(STRIP "${step_output}" lifeline_exe)
+string(REGEX REPLACE "^\\[0\\] " "" lifeline_exe "${lifeline_exe}")  # the rank's prefix
+file(REAL_PATH ${prefix}/libexec/mlrun/mlrun-lifeline expected_lifeline)
+if(NOT lifeline_exe STREQUAL expected_lifeline)
+  message(FATAL_ERROR "the installed mlrun's lifeline runs '${lifeline_exe}', not ${expected_lifeline}")
+endif()
 
 # 2. find_package(mlrun CONFIG): configure, build, run.
 step("configure the consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/consumer
