@@ -187,13 +187,10 @@ pid_t spawn_lifeline(const std::string& program, int pipe_read, int watch_fd, lo
   posix_spawn_file_actions_init(&actions);
   posix_spawnattr_init(&attr);
   if (pipe_copy >= 0 && (watch_fd < 0 || watch_copy >= 0)) {
-    // What lifeline_main keeps: /dev/null as 0-2, the pipe as 3, the watched descriptor as 4.
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDWR, 0);
-    posix_spawn_file_actions_adddup2(&actions, 0, 1);
-    posix_spawn_file_actions_adddup2(&actions, 0, 2);
+    // The pipe as 3 and the watched descriptor as 4, where the program looks for them;
+    // lifeline_main itself puts /dev/null on 0-2 and closes the rest.
     posix_spawn_file_actions_adddup2(&actions, pipe_copy, 3);
     if (watch_copy >= 0) posix_spawn_file_actions_adddup2(&actions, watch_copy, 4);
-    posix_spawn_file_actions_addclosefrom_np(&actions, watch_copy >= 0 ? 5 : 4);
     // Its own process group, as the fork's setpgid; the stop signals blocked until it ignores
     // them, every other signal's disposition the default.
     sigset_t mask, defaults;
