@@ -9,19 +9,27 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
+
+#include "worker/text_file.h"
 
 namespace mlrun {
 namespace {
 
+// The integer a /sys attribute holds, else fallback.
 int read_int_file(const std::string& path, int fallback) {
-  std::ifstream in(path);
-  int v;
-  if (in >> v) return v;
-  return fallback;
+  std::optional<std::string> text = read_text_file(path);
+  if (!text) return fallback;
+  const char* begin = text->c_str();
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(begin, &end, 10);
+  if (end == begin || errno != 0 || v < INT_MIN || v > INT_MAX) return fallback;
+  return static_cast<int>(v);
 }
 
 int prefix_of(const sockaddr* mask) {
