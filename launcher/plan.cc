@@ -174,6 +174,13 @@ void plan_command(const Options& o, LaunchPlan& plan, std::vector<std::string>& 
   }
 }
 
+// The Slurm head runs no workers (but mpirun's, --backend mpi): it has no interface of its own
+// to choose (each agent chooses its node's, and says there what is wrong with --iface), so no
+// lookup of a node's name and no interface scan on the start's critical path, before srun.
+bool slurm_head_runs_none(const Options& o) {
+  return o.launcher == "slurm" && o.backend != "mpi";
+}
+
 // The master's address, and the address the job's traffic goes toward.
 std::string plan_master(const Options& o, LaunchPlan& plan) {
   // Where the job's traffic goes, for the interface choice: the master, else the rendezvous
@@ -185,10 +192,7 @@ std::string plan_master(const Options& o, LaunchPlan& plan) {
                      : !endpoint_host.empty() ? endpoint_host
                                               : "127.0.0.1";
   std::string toward = plan.master_addr;
-  // The Slurm head runs no workers (but mpirun's, --backend mpi): no interface of its own to
-  // choose, so no lookup of a node's name on the start's critical path.
-  const bool head_runs_none = o.launcher == "slurm" && o.backend != "mpi";
-  if (on_hosts(o) && o.master_addr.empty() && !head_runs_none) {
+  if (on_hosts(o) && o.master_addr.empty() && !slurm_head_runs_none(o)) {
     // From here to the other hosts: this host's address on the route to the first of them
     // (a name only ~/.ssh/config knows is settled once SSH has connected: launch_on_hosts).
     for (const auto& n : plan.hosts.nodes) {
@@ -261,7 +265,9 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   count_workers(o, plan, errors);
   plan_command(o, plan, errors);
   std::string toward = plan_master(o, plan);
-  if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
+  if (!slurm_head_runs_none(o)) {
+    if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
+  }
   if (auto problem = log_dir_problem(o.log_dir); !problem.empty()) errors.push_back(problem);
   plan_local_devices(o, plan, errors);
   for (const auto& e : errors) error(e);
