@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -123,6 +124,14 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
   return r;
 }
 
+// Whether this launcher starts processes of its own: its workers, or mpirun; not a head whose
+// every node is another host's (or a simulated node's) agent.
+bool runs_processes_here(const Options& o, const LaunchPlan& plan) {
+  if (!on_hosts(o) || o.backend == "mpi") return true;
+  return std::any_of(plan.hosts.nodes.begin(), plan.hosts.nodes.end(),
+                     [](const NodePlan& n) { return n.local; });
+}
+
 // The launch of this node's part of a job, as named steps.
 int launch(const Options& o, std::vector<std::string> option_errors) {
   // 1. Plan: program, worker count, backend, every user error reported before anything runs.
@@ -137,8 +146,12 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   if (fcntl(STDIN_FILENO, F_GETFD) < 0) open("/dev/null", O_RDONLY);
   // 3. The lifeline, forked while this process has one thread, cleans up if we are SIGKILLed.
   //    Before it, SIGUSR1/SIGUSR2 lose their default action (ending the process) in both.
+  //    A head that runs no process here (Slurm; a hostfile that does not list this host;
+  //    --launcher sim) gives it nothing to clean up: each agent's own lifeline, and the end of
+  //    its srun step, SSH channel or stdin, cover the head's death. It starts none (its spawn
+  //    was ~1-3 ms of the Slurm head's start before srun; docs/launcher.md, "Start-up").
   keep_forwarded_signals_harmless(plan.signals);
-  Lifeline lifeline = Lifeline::start();
+  Lifeline lifeline = runs_processes_here(o, plan) ? Lifeline::start() : Lifeline();
   // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
   signal(SIGPIPE, SIG_IGN);
   if (o.backend == "mpi") return mpi::launch_mpi(o, plan, lifeline);
