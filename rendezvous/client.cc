@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -228,6 +229,23 @@ std::optional<std::vector<std::uint8_t>> Client::Impl::call(std::string_view op,
   }
   auto deadline = Clock::now() + reply_within;
   send_all(op, subject, frame, deadline);
+  if (hello_pending != 0) {
+    // The deferred hello's reply comes first (the server answers in order).
+    std::uint32_t hello = std::exchange(hello_pending, 0);
+    auto payload = read_reply("connect", "", hello, Op::kHello, deadline, reply_within,
+                              Status::kOk);
+    HelloReply body;
+    if (!parse_reply(*payload, body)) {
+      drop("bad reply");
+      throw ProtocolError("connect", "", endpoint, "malformed reply payload");
+    }
+  }
+  return read_reply(op, subject, id, op_of(request), deadline, reply_within, tolerated);
+}
+
+std::optional<std::vector<std::uint8_t>> Client::Impl::read_reply(
+    std::string_view op, std::string_view subject, std::uint32_t id, Op request_op,
+    Clock::time_point deadline, milliseconds reply_within, Status tolerated) {
   std::uint8_t header_bytes[kHeaderBytes];
   recv_exact(op, subject, header_bytes, kHeaderBytes, deadline, reply_within);
   Header h;
@@ -237,7 +255,7 @@ std::optional<std::vector<std::uint8_t>> Client::Impl::call(std::string_view op,
     throw ProtocolError(std::string(op), printable(subject), endpoint,
                         fmt::format("bad reply from the server: {}", r.what));
   }
-  std::uint8_t expected_op = static_cast<std::uint8_t>(op_of(request)) | kReplyBit;
+  std::uint8_t expected_op = static_cast<std::uint8_t>(request_op) | kReplyBit;
   if (h.request_id != id || (h.op != expected_op && h.status == Status::kOk)) {
     drop("reply out of step");
     throw ProtocolError(std::string(op), printable(subject), endpoint,
@@ -332,7 +350,14 @@ Client Client::connect(std::string_view endpoint, std::string_view token, Client
   }
   tune_socket(impl->fd);
   auto left = std::max<milliseconds>(milliseconds(remaining_ms(deadline)), milliseconds(1000));
-  impl->call_for<HelloReply>("connect", "", Hello{std::string(token), impl->options.job_id}, left);
+  Hello hello{std::string(token), impl->options.job_id};
+  if (impl->options.defer_hello) {
+    std::uint32_t id = impl->next_id++;
+    impl->send_all("connect", "", encode_request(id, hello), Clock::now() + left);
+    impl->hello_pending = id;
+  } else {
+    impl->call_for<HelloReply>("connect", "", hello, left);
+  }
   return Client(std::move(impl));
 }
 

@@ -54,6 +54,8 @@ struct Client::Impl {
   // Received and not yet consumed: in[in_begin, in_end).
   std::uint8_t in[4096];
   std::size_t in_begin = 0, in_end = 0;
+  // The request id of a `hello` sent and not yet answered (ClientOptions::defer_hello); 0: none.
+  std::uint32_t hello_pending = 0;
 
   ~Impl();
 
@@ -82,6 +84,13 @@ struct Client::Impl {
   std::optional<std::vector<std::uint8_t>> call(std::string_view op, std::string_view subject,
                                                 const Request& request, milliseconds reply_within,
                                                 Status tolerated = Status::kOk);
+
+  // Reads the reply to request id of op (reply_within since deadline's start): its payload when
+  // its status is kOk; else as call().
+  std::optional<std::vector<std::uint8_t>> read_reply(std::string_view op, std::string_view subject,
+                                                      std::uint32_t id, Op request_op,
+                                                      Clock::time_point deadline,
+                                                      milliseconds reply_within, Status tolerated);
 
   [[noreturn]] void throw_status(std::string_view op_view, std::string_view subject_view,
                                  Status status, std::string message);

@@ -80,6 +80,37 @@ TEST_F(ClientTest, KeyValueStore) {
   c.heartbeat();
 }
 
+// defer_hello: connect() sends hello and returns; the first request reads its reply first. The
+// connection then works as any other; a wrong token is an AuthError from "connect" at that first
+// request, and the server logged the refusal as for a waited-for hello.
+TEST_F(ClientTest, DeferredHelloIsReadByTheFirstRequest) {
+  ClientOptions o = quick();
+  o.defer_hello = true;
+  Client c = Client::connect(server.endpoint(), kToken, o);
+  c.set("deferred", "v");
+  EXPECT_EQ(c.get("deferred"), "v");
+  // A blocking request as the first one (an agent's join, here a get that another client
+  // answers) reads the hello's reply before its own.
+  Client waiting = Client::connect(server.endpoint(), kToken, o);
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);
+    connect().set("later", "w");
+  });
+  EXPECT_EQ(waiting.get("later", 5s), "w");
+  setter.join();
+
+  Client wrong = Client::connect(server.endpoint(), "not-the-token", o);
+  try {
+    wrong.get("deferred");
+    FAIL() << "a request went through after a wrong token";
+  } catch (const AuthError& e) {
+    EXPECT_TRUE(contains(e, "connect")) << e.what();
+    EXPECT_TRUE(contains(e, "wrong token")) << e.what();
+  }
+  // The refusal closed the connection: no second chance on it.
+  EXPECT_THROW(wrong.get("deferred"), Error);
+}
+
 // Replies come through the client's 4 KiB read buffer: values around its size and the largest
 // value the protocol allows come back byte for byte, one after the other on one connection.
 TEST_F(ClientTest, ValuesOfEverySizeComeBackWhole) {

@@ -172,6 +172,11 @@ struct ClientOptions {
   std::string job_id{};
   /// TORCHELASTIC_RESTART_COUNT: barriers, joins, NCCL IDs and GlooStore keys are scoped by it.
   int generation = 0;
+  /// connect() sends `hello` and returns without waiting for its reply; the connection's first
+  /// request reads it (and throws AuthError, from "connect", where it is a refusal): one round
+  /// trip fewer before that request's answer. A server that cannot be reached still fails
+  /// connect(). (mlrun's agents, whose first request follows at once: docs/protocol.md.)
+  bool defer_hello = false;
 };
 
 /// Where a node landed in a node-level join.
