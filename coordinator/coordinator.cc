@@ -17,6 +17,10 @@ rdzv::ClientOptions client_options_for(const NodeJob& job) {
   rdzv::ClientOptions options;
   options.job_id = job.job_id;
   options.timeout = job.join_timeout;
+  // A node's connections are made where no answer is needed yet (the join and the first
+  // heartbeat follow at once; control's first request comes later): the hello is sent and its
+  // reply read with the first request, not waited for in a round trip of its own.
+  options.defer_hello = true;
   return options;
 }
 

@@ -306,6 +306,7 @@ std::chrono::milliseconds slurm_grace_from_head(const std::string& endpoint,
   rendezvous::ClientOptions options;
   options.job_id = job_id;
   options.connect_timeout = std::chrono::seconds(10);
+  options.defer_hello = true;  // the get follows at once
   auto c = rendezvous::Client::connect(endpoint, token, options);
   // The head publishes it once `scontrol show config` answered (10 s at most).
   std::string text = c.get(kSlurmGraceKey, std::chrono::seconds(30));
