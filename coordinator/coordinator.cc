@@ -17,9 +17,13 @@ rdzv::ClientOptions client_options_for(const NodeJob& job) {
   rdzv::ClientOptions options;
   options.job_id = job.job_id;
   options.timeout = job.join_timeout;
-  // A node's connections are made where no answer is needed yet (the join and the first
-  // heartbeat follow at once; control's first request comes later): the hello is sent and its
-  // reply read with the first request, not waited for in a round trip of its own.
+  return options;
+}
+
+// The heartbeats' and each attempt's join connection: made after control's, whose hello says
+// what is wrong with a token or job id (at once, as the node's start), so that theirs need not be
+// a round trip of its own: it is read with their first request, which follows at once.
+rdzv::ClientOptions deferred_hello(rdzv::ClientOptions options) {
   options.defer_hello = true;
   return options;
 }
@@ -49,7 +53,7 @@ NodeCoordinator::NodeCoordinator(const NodeJob& job, const NodeHooks& hooks,
       member_(elastic_ ? make_member_id(job.host) : std::string()),
       client_options_(client_options_for(job)),
       control_(rendezvous.connect(client_options_)),
-      join_(make_join_strategy(job, rendezvous, client_options_, member_)),
+      join_(make_join_strategy(job, rendezvous, deferred_hello(client_options_), member_)),
       base_(Environment::current()),
       signal_origin_(make_signal_origin()),
       node_rank_(job.node_rank),
@@ -60,7 +64,7 @@ NodeCoordinator::NodeCoordinator(const NodeJob& job, const NodeHooks& hooks,
   // Fixed-size: node heartbeats, from the first join on; the server aborts the job naming a
   // node silent for heartbeat_timeout.
   if (job.nnodes > 1) {
-    rdzv::ClientOptions beat_options = client_options_;
+    rdzv::ClientOptions beat_options = deferred_hello(client_options_);
     beat_options.timeout = job.heartbeat_timeout;
     beat_.emplace(rendezvous.connect(beat_options));
     if (elastic_) beat_->heartbeat(kElasticGroup, member_);
