@@ -121,8 +121,13 @@ void NodeCoordinator::publish_abort(const std::string& reason) {
 void NodeCoordinator::abort_here(std::string message, int code) {
   post([this, message = std::move(message), code](Supervisor& s) {
     // The abort this node published for its own signal comes back: the signal already stops
-    // the workers, and its exit code (128 + the signal) stands.
-    if (interrupt_published_) return;
+    // the workers, and its exit code (128 + the signal) stands. Where none runs (the signal
+    // came while this node joined, or after its workers ended) nothing else would end this
+    // node: it ends now, with that code.
+    if (interrupt_published_) {
+      if (s.running() == 0 && s.interrupt_signal() != 0) s.abort(128 + s.interrupt_signal());
+      return;
+    }
     aborting_ = true;
     abort_message_ = message;
     s.abort(code);

@@ -127,6 +127,8 @@ class Supervisor {
   int attempt() const { return attempt_; }
   const std::vector<WorkerState>& workers() const { return workers_; }
   std::size_t running() const { return running_; }
+  /// The first stop signal received (on_signal), or 0.
+  int interrupt_signal() const { return interrupt_signal_; }
 
  private:
   void start_attempt();

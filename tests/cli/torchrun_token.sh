@@ -1,7 +1,7 @@
 # Nodes started one by one (torchrun style): node 0 binds the rendezvous to the job's address (not
 # every interface) and says where; a derived token is called weak on every node; a token every
 # node shares (MLRUN_RDZV_TOKEN or MLRUN_RDZV_TOKEN_FILE) makes it strong: then the derived one
-# that anyone could compute is refused.
+# that anyone could compute is refused. A node with another node's token is refused with the reason.
 source "$(dirname "$0")/common.sh"
 
 write_worker hold.sh 'echo "rank $RANK of $WORLD_SIZE"; touch "$T/up.$RANK"; "$T/sleep" 3'
@@ -49,5 +49,31 @@ for r in 0 1; do ! grep -q "weak" "$T/err.$r" || fail "node $r: $(cat "$T/err.$r
 expect_line "$T/out.0" "[0] rank 0 of 2"
 expect_line "$T/out.1" "[1] rank 1 of 2"
 unset MLRUN_RDZV_TOKEN_FILE
+
+# 3. A node with another token than node 0's: refused at once, with the reason, exit 1, and no
+#    word of heartbeats (its heartbeat and join connections send their hello unanswered; the
+#    control connection's hello, answered first, is the one that says what is wrong).
+export MLRUN_RDZV_TOKEN="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+rm -f "$T"/up.*
+"$MLRUN" --nnodes=2 --node_rank=0 --master_addr=127.0.0.1 --master_port=$port --no_python \
+  "$T/hold.sh" >"$T/out.0" 2>"$T/err.0" &
+node0=$!
+wait_until 10 grep -q "serving the rendezvous" "$T/err.0" || fail "node 0 did not serve: $(cat "$T/err.0")"
+RC=0
+MLRUN_RDZV_TOKEN="$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')" timeout 10 "$MLRUN" \
+  --nnodes=2 --node_rank=1 --master_addr=127.0.0.1 --master_port=$port --no_python \
+  "$T/hold.sh" >"$T/out.1" 2>"$T/err.1" || RC=$?
+expect_rc 1
+expect_grep "$T/err.1" "^mlrun: error: rendezvous connect at 127.0.0.1:$port: refused: wrong token$"
+! grep -q "heartbeat" "$T/err.1" || fail "node 1 spoke of heartbeats: $(cat "$T/err.1")"
+[ ! -e "$T/up.1" ] || fail "node 1 started a worker with a wrong token"
+# Node 0, still joining with no worker started, ends on SIGTERM at once with 128+15 (it hung
+# here until 2026-12-03: the abort it published for its signal came back and was passed over).
+kill -TERM "$node0"
+wait_until 10 sh -c "! kill -0 $node0 2>/dev/null" || fail "node 0 did not end on SIGTERM while joining"
+RC=0
+wait "$node0" || RC=$?
+expect_rc 143
+unset MLRUN_RDZV_TOKEN
 assert_no_marker_left
 echo PASS
