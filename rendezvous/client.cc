@@ -232,8 +232,8 @@ std::optional<std::vector<std::uint8_t>> Client::Impl::call(std::string_view op,
   if (hello_pending != 0) {
     // The deferred hello's reply comes first (the server answers in order).
     std::uint32_t hello = std::exchange(hello_pending, 0);
-    auto payload = read_reply("connect", "", hello, Op::kHello, deadline, reply_within,
-                              Status::kOk);
+    auto payload =
+        read_reply("connect", "", hello, Op::kHello, deadline, reply_within, Status::kOk);
     HelloReply body;
     if (!parse_reply(*payload, body)) {
       drop("bad reply");
