@@ -156,10 +156,8 @@ NodeOutcome NodeCoordinator::run(int lifeline_fd) {
   // Fixed-size: this node is done, not hung; closing the heartbeats' connection ends the
   // server's watch over it (the node may wait below for the others a while).
   if (!elastic_) beat_.reset();
-  // The watch ends without a wait for its thread: once stopped it passes no signal on, and its
-  // thread, woken by the end of its connection, ends by itself or with the process. (Waiting
-  // for it was 1-4 ms of every agent's exit on two busy cores: a wake-up and an exception.)
-  if (signal_watcher_) signal_watcher_->stop(std::chrono::milliseconds(0));
+  // Without a wait for the watcher's thread (launcher/signal_relay.h).
+  if (signal_watcher_) signal_watcher_->stop();
   wait_for_coordinator(code);
   wait_for_every_node();
 

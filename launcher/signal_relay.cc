@@ -1,6 +1,5 @@
 #include "launcher/signal_relay.h"
 
-#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -36,7 +35,6 @@ struct SignalWatcher::State {
   std::function<void(int)> on_signal;
   std::string origin;
   rdzv::Client* client = nullptr;  // The watcher's connection while it is open: stop() ends it.
-  std::promise<void> done;
 };
 
 std::string make_signal_origin() {
@@ -92,25 +90,21 @@ SignalWatcher::SignalWatcher(const std::string& endpoint, const std::string& tok
         if (state->on_signal && sig > 0) state->on_signal(sig);
       }
     } catch (const std::exception&) {
-      // An aborted job or a lost server: the node ends for that reason anyway.
+      // An aborted job or a lost server (or stop()): the node ends for that reason anyway.
     }
-    state->done.set_value();
   }).detach();
 }
 
-void SignalWatcher::stop(std::chrono::milliseconds bound) {
-  {
-    std::lock_guard lock(state_->mutex);
-    if (state_->stopped) return;
-    state_->stopped = true;
-    // Its blocked get wakes with ConnectionError and the thread ends.
-    if (state_->client != nullptr) state_->client->interrupt();
-  }
-  state_->done.get_future().wait_for(bound);
+void SignalWatcher::stop() {
+  std::lock_guard lock(state_->mutex);
+  if (state_->stopped) return;
+  state_->stopped = true;
+  // Its blocked get wakes with ConnectionError and the thread ends.
+  if (state_->client != nullptr) state_->client->interrupt();
 }
 
 SignalWatcher::~SignalWatcher() {
-  stop(std::chrono::milliseconds(0));
+  stop();
 }
 
 }  // namespace mlrun

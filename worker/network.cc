@@ -9,8 +9,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <climits>
-#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -19,18 +17,6 @@
 
 namespace mlrun {
 namespace {
-
-// The integer a /sys attribute holds, else fallback.
-int read_int_file(const std::string& path, int fallback) {
-  std::optional<std::string> text = read_text_file(path);
-  if (!text) return fallback;
-  const char* begin = text->c_str();
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(begin, &end, 10);
-  if (end == begin || errno != 0 || v < INT_MIN || v > INT_MAX) return fallback;
-  return static_cast<int>(v);
-}
 
 int prefix_of(const sockaddr* mask) {
   int bits = 0;
@@ -100,8 +86,8 @@ std::vector<NetInterface> list_interfaces() {
     NetInterface i;
     i.name = name;
     std::string sys = "/sys/class/net/" + name;
-    i.infiniband = read_int_file(sys + "/type", 0) == ARPHRD_INFINIBAND;
-    i.speed_mbps = read_int_file(sys + "/speed", -1);
+    i.infiniband = read_int_file(sys + "/type").value_or(0) == ARPHRD_INFINIBAND;
+    i.speed_mbps = read_int_file(sys + "/speed").value_or(-1);
     struct stat st;
     i.is_virtual = stat(("/sys/devices/virtual/net/" + name).c_str(), &st) == 0;
     out.push_back(std::move(i));

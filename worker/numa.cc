@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -29,13 +27,7 @@ std::optional<std::string> read_text(const fs::path& path) {
 }
 
 std::optional<int> read_int(const fs::path& path) {
-  auto text = read_text(path);
-  if (!text) return std::nullopt;
-  int value = 0;
-  std::string_view digits = *text;
-  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
-  if (!parse_integer(digits, value)) return std::nullopt;
-  return value;
+  return read_int_file(path.string());
 }
 
 // 0x10de is NVIDIA; class 0x03xxxx is a display controller (0x0300 VGA, 0x0302 3D).

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "rendezvous/integer.h"
 
 namespace mlrun {
 
@@ -34,6 +37,21 @@ inline std::optional<std::string> read_text_file(const std::string& path) {
   }
   ::close(fd);
   return text;
+}
+
+/// The integer a small file holds (a /sys attribute: "1000\n", "+2"), else nullopt: the file
+/// cannot be read, or holds anything else.
+inline std::optional<int> read_int_file(const std::string& path) {
+  std::optional<std::string> text = read_text_file(path);
+  if (!text) return std::nullopt;
+  std::string_view digits = *text;
+  while (!digits.empty() && (digits.back() == '\n' || digits.back() == ' ')) {
+    digits.remove_suffix(1);
+  }
+  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  int value = 0;
+  if (!parse_integer(digits, value)) return std::nullopt;
+  return value;
 }
 
 }  // namespace mlrun
