@@ -3,7 +3,9 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -17,6 +19,27 @@ namespace {
 std::string value(const GetEnv& get, const char* name) {
   const char* v = get ? get(name) : std::getenv(name);
   return v != nullptr ? v : "";
+}
+
+// A step that runs more than one mlrun on a node (`srun -n 8 mlrun ...`, one task per GPU, as
+// DeepSpeed's launcher starts them): every task there would take the node's rank and port. Every
+// task says the same, unless the user gave --nnodes (and so placed each task).
+std::optional<std::string> several_tasks_on_a_node(const Options& o, const SlurmEnv& s) {
+  if (o.nnodes_min != 1 || o.nnodes_max != 1 || s.step_tasks_per_node.empty()) return std::nullopt;
+  std::string error;
+  std::vector<int> counts = expand_slurm_counts(s.step_tasks_per_node, &error);
+  if (!error.empty()) return fmt::format("SLURM_STEP_TASKS_PER_NODE: {}", error);
+  auto most = std::max_element(counts.begin(), counts.end());
+  if (most == counts.end() || *most <= 1) return std::nullopt;
+  std::vector<std::string> names = expand_slurm_hostlist(s.step_nodelist, &error);
+  auto at = static_cast<std::size_t>(most - counts.begin());
+  std::string where = at < names.size() ? fmt::format(" ({})", names[at]) : "";
+  return fmt::format(
+      "SLURM_STEP_TASKS_PER_NODE={}: this srun step runs {} tasks on a node{}, and mlrun runs "
+      "once per node, starting the node's workers itself (--nproc_per_node): run `srun "
+      "--ntasks-per-node=1 mlrun ...`, or mlrun alone inside the allocation (its agents go "
+      "through srun), or give each task --nnodes and --node_rank",
+      s.step_tasks_per_node, *most, where);
 }
 
 // The per-node mode: this mlrun is one task of `srun -N K mlrun ...`, one per node. What the
@@ -62,6 +85,7 @@ SlurmEnv read_slurm_env(const GetEnv& get) {
       !value(get, "SLURM_NTASKS").empty() || !value(get, "SLURM_NTASKS_PER_NODE").empty();
   s.step_nodelist = value(get, "SLURM_STEP_NODELIST");
   s.step_num_nodes = value(get, "SLURM_STEP_NUM_NODES");
+  s.step_tasks_per_node = value(get, "SLURM_STEP_TASKS_PER_NODE");
   s.node_id = value(get, "SLURM_NODEID");
   return s;
 }
@@ -99,6 +123,7 @@ std::vector<std::string> choose_launcher(
     return {};
   }
   if (s.in_step()) {
+    if (auto why = several_tasks_on_a_node(o, s)) return {std::move(*why)};
     long long nodes = 0;
     if (parse_integer(s.step_num_nodes, nodes) && nodes == 1) {
       o.launcher = "local";

@@ -22,6 +22,7 @@ struct SlurmEnv {
   bool ntasks_given = false;   ///< SLURM_NTASKS or SLURM_NTASKS_PER_NODE: the user asked for tasks.
   std::string step_nodelist;   ///< SLURM_STEP_NODELIST.
   std::string step_num_nodes;  ///< SLURM_STEP_NUM_NODES.
+  std::string step_tasks_per_node;  ///< SLURM_STEP_TASKS_PER_NODE ("2,1", "1(x4)").
   std::string node_id;         ///< SLURM_NODEID: this node's index in the step.
 
   bool in_allocation() const { return !job_id.empty(); }
@@ -37,7 +38,9 @@ SlurmEnv read_slurm_env(const GetEnv& get = nullptr);
 /// reason --dry-run prints. Inside a step with several nodes (the per-node mode: `srun -N4
 /// mlrun ...`) it fills what the user left unset from Slurm: --nnodes, --node_rank, the
 /// rendezvous host (the step's first node, resolved by resolve) and port (step_port), and
-/// --rdzv_id. Returns the user errors (--launcher slurm outside an allocation, ...).
+/// --rdzv_id. A step with more than one task on a node is refused there unless --nnodes is
+/// given (each task would take the node's rank, and its port). Returns the user errors
+/// (--launcher slurm outside an allocation, ...).
 std::vector<std::string> choose_launcher(
     Options& o, const SlurmEnv& slurm,
     const std::function<std::string(const std::string&)>& resolve);

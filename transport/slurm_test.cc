@@ -119,6 +119,41 @@ TEST(SlurmPerNode, BadStepVariablesAreNamed) {
   EXPECT_EQ(errors[0], "SLURM_NODEID=7: not a node of the step");
 }
 
+// `srun -n3 mlrun` on two nodes (one task per GPU, as with DeepSpeed): refused on every task,
+// naming the variable and the node, on one node too; with --nnodes the user placed them.
+TEST(SlurmPerNode, SeveralTasksOnANodeAreRefused) {
+  Vars v = step("1");
+  v["SLURM_STEP_TASKS_PER_NODE"] = "1,2";
+  Options o;
+  auto errors = choose_launcher(o, env_of(v), no_dns);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].rfind("SLURM_STEP_TASKS_PER_NODE=1,2: this srun step runs 2 tasks on a "
+                            "node (sn03), and mlrun runs once per node",
+                            0),
+            0u)
+      << errors[0];
+  EXPECT_NE(errors[0].find("srun --ntasks-per-node=1 mlrun"), std::string::npos) << errors[0];
+  Vars one = step("0");
+  one["SLURM_STEP_NUM_NODES"] = "1";
+  one["SLURM_STEP_NODELIST"] = "sn02";
+  one["SLURM_STEP_TASKS_PER_NODE"] = "4";
+  Options single;
+  errors = choose_launcher(single, env_of(one), no_dns);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("runs 4 tasks on a node (sn02)"), std::string::npos) << errors[0];
+  Options placed;
+  placed.nnodes_min = placed.nnodes_max = 3;
+  EXPECT_TRUE(choose_launcher(placed, env_of(v), no_dns).empty());
+  v["SLURM_STEP_TASKS_PER_NODE"] = "1(x2)";
+  Options fine;
+  EXPECT_TRUE(choose_launcher(fine, env_of(v), no_dns).empty());
+  v["SLURM_STEP_TASKS_PER_NODE"] = "2(x0)";
+  Options bad;
+  errors = choose_launcher(bad, env_of(v), no_dns);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].rfind("SLURM_STEP_TASKS_PER_NODE: '2(x0)'", 0), 0u) << errors[0];
+}
+
 TEST(SlurmPerNode, PortDependsOnJobAndStep) {
   EXPECT_EQ(step_port("42", "3"), 10000 + 42 * 64 + 3);
   EXPECT_NE(step_port("42", "3"), step_port("42", "4"));
