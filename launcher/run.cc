@@ -80,6 +80,17 @@ std::string shared_token(const Options& o, const std::string& endpoint) {
   return fmt::format("mlrun-derived:{}@{}", o.rdzv_id.empty() ? "none" : o.rdzv_id, endpoint);
 }
 
+// Why the rendezvous could not be served on listen_host:port, said once for both cases below; a
+// port in use is most often another job's on the same host (both on torchrun's 29500).
+std::string serve_error(const RendezvousPlan& r, const std::exception& e) {
+  std::string what = e.what();
+  bool in_use = what.find("Address already in use") != std::string::npos;
+  return fmt::format("cannot serve the rendezvous on {}:{}: {}{}", r.listen_host, r.port, what,
+                     in_use ? " (another process has that port, perhaps another job on this "
+                              "host: give another --master_port, the same on every node)"
+                            : "");
+}
+
 RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
   RendezvousPlan r;
   if (o.nnodes_max == 1) {
@@ -169,13 +180,11 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
       // Joining by endpoint, several nodes may share the endpoint's host: the first to listen
       // serves, the others join it (as torchrun's c10d does).
       if (o.rdzv_endpoint.empty()) {
-        error(fmt::format("cannot serve the rendezvous on {}:{}: {}", rdzv.listen_host, rdzv.port,
-                          e.what()));
+        error(serve_error(rdzv, e));
         return 1;
       }
     } catch (const std::exception& e) {
-      error(fmt::format("cannot serve the rendezvous on {}:{}: {}", rdzv.listen_host, rdzv.port,
-                        e.what()));
+      error(serve_error(rdzv, e));
       return 1;
     }
     if (server && rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();

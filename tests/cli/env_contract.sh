@@ -124,5 +124,23 @@ fresh
 run_mlrun -x "MLRUN_CLI_UNSET_$$" "$T/dump.sh"
 expect_rc 2
 [ "$(count_files "$T/env.*")" -eq 0 ] || fail "a worker started despite the -x error"
+# A --master_port that another process holds (another job's store on this host): exit 1, the
+# port, the cause and what to do; no worker.
+python3 -c "
+import socket, time
+s = socket.socket()
+s.bind(('127.0.0.1', 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+time.sleep(60)
+" >"$T/held" 2>/dev/null &
+holder=$!
+for _ in $(seq 50); do [ -s "$T/held" ] && break; sleep 0.1; done
+held=$(cat "$T/held")
+run_mlrun --master_port "$held" "$T/dump.sh"
+kill "$holder" 2>/dev/null || true
+expect_rc 1
+expect_grep "$T/err" "^mlrun: error: cannot serve the rendezvous on 127\.0\.0\.1:$held: .*Address already in use \(another process has that port, perhaps another job on this host: give another --master_port, the same on every node\)$"
+[ "$(count_files "$T/env.*")" -eq 0 ] || fail "a worker started on a port in use"
 assert_no_marker_left
 echo PASS
