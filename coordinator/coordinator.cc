@@ -28,6 +28,19 @@ rdzv::ClientOptions deferred_hello(rdzv::ClientOptions options) {
   return options;
 }
 
+// The node's first connection (control): it may wait for a server that is not up yet, up to
+// job.connect_timeout, and says so while it does (no other connection waits: the server has
+// answered once).
+rdzv::ClientOptions first_connection(rdzv::ClientOptions options, const NodeJob& job) {
+  options.connect_timeout = job.connect_timeout;
+  options.on_connect_retry = [endpoint = job.endpoint, bound = job.connect_timeout](
+                                 const std::string& why, std::chrono::milliseconds waited) {
+    fmt::print(stderr, "mlrun: waiting for the rendezvous at {} ({}): {} s so far, up to {} s\n",
+               endpoint, why, waited.count() / 1000, bound.count() / 1000);
+  };
+  return options;
+}
+
 // "host#1a2b3c4d": this node's identity across rounds, new for every mlrun process.
 std::string make_member_id(const std::string& host) {
   std::random_device rd;
@@ -52,7 +65,7 @@ NodeCoordinator::NodeCoordinator(const NodeJob& job, const NodeHooks& hooks,
       elastic_(job.elastic()),
       member_(elastic_ ? make_member_id(job.host) : std::string()),
       client_options_(client_options_for(job)),
-      control_(rendezvous.connect(client_options_)),
+      control_(rendezvous.connect(first_connection(client_options_, job))),
       join_(make_join_strategy(job, rendezvous, deferred_hello(client_options_), member_)),
       base_(Environment::current()),
       signal_origin_(make_signal_origin()),

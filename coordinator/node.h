@@ -36,6 +36,10 @@ struct NodeJob {
   std::chrono::milliseconds grace{5000};
   /// Bound of each join (every node present) and of fetching node 0's master address.
   std::chrono::milliseconds join_timeout{std::chrono::minutes(10)};
+  /// Bound of this node's first connection to the rendezvous, retries included. A node started
+  /// by hand (torchrun style, a Kubeflow pod) gets join_timeout: its server's node may start
+  /// minutes later, as torchrun's static rendezvous waits for it. An agent's head listens already.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   /// Print failure summaries and restart notes (the head's or a user's terminal); remote agents
   /// leave that to the head.
   bool print_summary = true;

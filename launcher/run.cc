@@ -211,6 +211,9 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
   const RdzvConf& conf = plan.rdzv;
   job.join_timeout = conf.join_timeout;
+  // A node that joins another's rendezvous waits for it as long as for the join (its node may
+  // start later: a Kubeflow pod scheduled after this one), not the client's default minute.
+  if (!server) job.connect_timeout = conf.join_timeout;
   job.nnodes_min = o.nnodes_min;
   job.last_call = conf.last_call;
   job.heartbeat_interval = conf.heartbeat_interval;

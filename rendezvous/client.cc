@@ -335,14 +335,20 @@ Client Client::connect(std::string_view endpoint, std::string_view token, Client
   auto start = Clock::now();
   auto deadline = start + impl->options.connect_timeout;
   auto backoff = milliseconds(10);
+  auto notice = start + std::chrono::seconds(5);
   std::string why;
   while (true) {
     impl->fd = try_connect(host, port, deadline, &why);
     if (impl->fd >= 0) break;
-    if (Clock::now() >= deadline) {
+    auto now = Clock::now();
+    if (now >= deadline) {
       throw ConnectionError("connect", "", impl->endpoint,
                             fmt::format("no connection within {} ms: {}",
                                         impl->options.connect_timeout.count(), why));
+    }
+    if (now >= notice && impl->options.on_connect_retry) {
+      impl->options.on_connect_retry(why, std::chrono::duration_cast<milliseconds>(now - start));
+      notice = now + std::chrono::seconds(30);
     }
     std::this_thread::sleep_for(
         std::min<milliseconds>(backoff, milliseconds(remaining_ms(deadline))));

@@ -177,6 +177,11 @@ struct ClientOptions {
   /// trip fewer before that request's answer. A server that cannot be reached still fails
   /// connect(). (mlrun's agents, whose first request follows at once: docs/protocol.md.)
   bool defer_hello = false;
+  /// Called while connect() retries a server that refuses, cannot be resolved or does not
+  /// answer: first after 5 s of trying, then every 30 s, with why the last try failed and how
+  /// long it has tried. For a caller that may wait long (a node whose server starts later) and
+  /// should say so. Empty: silent.
+  std::function<void(const std::string& why, std::chrono::milliseconds waited)> on_connect_retry{};
 };
 
 /// Where a node landed in a node-level join.
