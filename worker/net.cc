@@ -7,44 +7,98 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "worker/text_file.h"
+
 namespace mlrun {
 
-int free_tcp_port() {
-  // PyTorch's rank 0 listens on the wildcard address, dual-stack where it can: ask for a port
-  // that is free there too.
+namespace {
+
+// A TCP socket bound to port on every local address (IPv6's wildcard, dual-stack where there is
+// IPv6; else IPv4's), or -1. port 0: any; *bound gets the port.
+int bind_wildcard(int port, int* bound) {
   int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;
     a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(static_cast<std::uint16_t>(port));
     socklen_t len = sizeof a;
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      close(fd);
-      return ntohs(a.sin6_port);
+      *bound = ntohs(a.sin6_port);
+      return fd;
     }
+    int e = errno;
     close(fd);
+    // Only a machine without IPv6 falls back; a port in use is in use for IPv4 too.
+    if (e != EAFNOSUPPORT && e != EADDRNOTAVAIL) return -1;
   }
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
   socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int e = errno;
-    close(fd);
-    throw std::runtime_error(fmt::format("cannot find a free TCP port: {}", std::strerror(e)));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    *bound = ntohs(a.sin_port);
+    return fd;
+  }
+  int e = errno;
+  close(fd);
+  errno = e;
+  return -1;
+}
+
+}  // namespace
+
+std::pair<int, int> ephemeral_port_range() {
+  std::pair<int, int> range{32768, 60999};  // Linux's default.
+  if (auto text = read_text_file("/proc/sys/net/ipv4/ip_local_port_range")) {
+    int lo = 0, hi = 0;
+    if (std::sscanf(text->c_str(), "%d %d", &lo, &hi) == 2 && 0 < lo && lo <= hi && hi < 65536) {
+      range = {lo, hi};
+    }
+  }
+  return range;
+}
+
+int free_tcp_port() {
+  // Outside the kernel's ephemeral range when there is room: a port from it can be taken by any
+  // process's outgoing connection between this check and rank 0's bind (seen when another job
+  // opened thousands of connections: "Address already in use" in init_process_group). A port
+  // below the range is only ever taken by a bind of its own.
+  auto [lo, hi] = ephemeral_port_range();
+  int first = 20000, last = lo - 1;
+  if (last - first < 1000) first = hi + 1, last = 65535;
+  if (last - first >= 1000) {
+    std::mt19937 pick(std::random_device{}());
+    std::uniform_int_distribution<int> port(first, last);
+    for (int i = 0; i < 32; ++i) {
+      int bound = 0;
+      if (int fd = bind_wildcard(port(pick), &bound); fd >= 0) {
+        close(fd);
+        return bound;
+      }
+    }
+  }
+  int bound = 0;
+  int fd = bind_wildcard(0, &bound);
+  if (fd < 0) {
+    throw std::runtime_error(fmt::format("cannot find a free TCP port: {}", std::strerror(errno)));
   }
   close(fd);
-  return ntohs(a.sin_port);
+  return bound;
 }
 
 std::string host_name() {

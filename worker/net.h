@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 // make_endpoint and split_endpoint: the one endpoint parser, the client library's too.
@@ -9,9 +10,15 @@
 
 namespace mlrun {
 
-/// A TCP port that is free on every local address right now (bound to port 0 and released).
+/// A TCP port that is free on every local address right now, for a server another process
+/// binds next (rank 0's TCPStore on MASTER_PORT): a random one below the kernel's ephemeral
+/// range (from 20000), which outgoing connections never take, else one the kernel picks.
 /// Throws std::runtime_error when no socket can be bound.
 int free_tcp_port();
+
+/// The kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range), else Linux's
+/// default 32768-60999.
+std::pair<int, int> ephemeral_port_range();
 
 /// This host's name (gethostname), or MLRUN_NODE_NAME when set: the name a simulated node
 /// goes by (--launcher sim, transport/local.h).

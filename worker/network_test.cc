@@ -1,6 +1,12 @@
 #include "worker/network.h"
+#include "worker/net.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
 
 #include <gtest/gtest.h>
 
@@ -104,6 +110,27 @@ TEST(ListInterfaces, FindsLoopback) {
   bool lo = false;
   for (auto& i : all) lo = lo || (i.loopback && i.up);
   EXPECT_TRUE(lo);
+}
+
+// MASTER_PORT: free, and where no outgoing connection takes it before rank 0 binds it.
+TEST(FreeTcpPort, BelowTheEphemeralRangeAndBindable) {
+  auto [lo, hi] = ephemeral_port_range();
+  ASSERT_LE(lo, hi);
+  for (int i = 0; i < 20; ++i) {
+    int port = free_tcp_port();
+    if (lo - 20000 >= 1000) {
+      EXPECT_GE(port, 20000);
+      EXPECT_LT(port, lo);
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << port;
+    close(fd);
+  }
 }
 
 }  // namespace
