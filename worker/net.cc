@@ -77,10 +77,13 @@ int free_tcp_port() {
   // Outside the kernel's ephemeral range when there is room: a port from it can be taken by any
   // process's outgoing connection between this check and rank 0's bind (seen when another job
   // opened thousands of connections: "Address already in use" in init_process_group). A port
-  // below the range is only ever taken by a bind of its own.
+  // outside it is only ever taken by an explicit bind. Below the range from 20000, else above it.
   auto [lo, hi] = ephemeral_port_range();
   int first = 20000, last = lo - 1;
-  if (last - first < 1000) first = hi + 1, last = 65535;
+  if (last - first < 1000) {
+    first = hi + 1;
+    last = 65535;
+  }
   if (last - first >= 1000) {
     std::mt19937 pick(std::random_device{}());
     std::uniform_int_distribution<int> port(first, last);
