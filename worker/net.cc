@@ -23,7 +23,7 @@ namespace mlrun {
 namespace {
 
 // A TCP socket bound to port on every local address (IPv6's wildcard, dual-stack where there is
-// IPv6; else IPv4's), or -1. port 0: any; *bound gets the port.
+// IPv6; else IPv4's), or -1 with errno set. port 0: any; *bound gets the port.
 int bind_wildcard(int port, int* bound) {
   int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
@@ -40,7 +40,10 @@ int bind_wildcard(int port, int* bound) {
     int e = errno;
     close(fd);
     // Only a machine without IPv6 falls back; a port in use is in use for IPv4 too.
-    if (e != EAFNOSUPPORT && e != EADDRNOTAVAIL) return -1;
+    if (e != EAFNOSUPPORT && e != EADDRNOTAVAIL) {
+      errno = e;  // for the caller's message
+      return -1;
+    }
   }
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;

@@ -93,6 +93,15 @@ write_worker() {
   chmod +x "$T/$1"
 }
 
+# pick_port: a random TCP port for a test's node 0 to bind, below the kernel's ephemeral range
+# (from 20000), where no process's outgoing connection takes it first (worker/net.cc
+# free_tcp_port says why); 20000-39999 where the range leaves no room.
+pick_port() {
+  local lo _
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+  if ((lo - 20000 > 1000)); then echo $((20000 + RANDOM % (lo - 20000))); else echo $((20000 + RANDOM % 20000)); fi
+}
+
 # start_rdzv [ARGS...]: `mlrun rdzv` on a free loopback port with a fresh strong token in
 # $T/token (its path in argv carries the marker); sets RDZV_PID, RDZV_PORT and TOKEN, log in
 # $T/rdzv.log.

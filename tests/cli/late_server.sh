@@ -5,7 +5,7 @@
 source "$(dirname "$0")/common.sh"
 
 write_worker hold.sh 'echo "rank $RANK of $WORLD_SIZE"'
-port=$((20000 + RANDOM % 20000))
+port=$(pick_port)
 export MLRUN_RDZV_TOKEN=late-server-token-$RANDOM-$RANDOM-$$
 node() {
   "$MLRUN" --nnodes=2 --node_rank="$1" --master_addr=127.0.0.1 --master_port=$port \

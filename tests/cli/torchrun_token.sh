@@ -5,7 +5,7 @@
 source "$(dirname "$0")/common.sh"
 
 write_worker hold.sh 'echo "rank $RANK of $WORLD_SIZE"; touch "$T/up.$RANK"; "$T/sleep" 3'
-port=$((20000 + RANDOM % 20000))
+port=$(pick_port)
 
 # start_nodes: both nodes in the background, outputs in $T/out.N and $T/err.N.
 start_nodes() {
