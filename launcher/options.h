@@ -84,6 +84,9 @@ struct Options {
   /// (transport/slurm_env.h) resolves auto before planning and says why in launcher_why.
   std::string launcher = "auto";
   std::string launcher_why;
+  /// "JOB.STEP" in the per-node mode (this mlrun is one task of `srun -N K mlrun ...`;
+  /// choose_launcher): a node that fails before it joins ends that step (end_step_early).
+  std::string slurm_step;
   /// --tree_width: past this many hosts with agents over SSH, the head starts agents on this many
   /// and each agent starts the next level (docs/multinode.md "The launch tree").
   int tree_width = kDefaultTreeWidth;

@@ -146,8 +146,14 @@ bool runs_processes_here(const Options& o, const LaunchPlan& plan) {
 // The launch of this node's part of a job, as named steps.
 int launch(const Options& o, std::vector<std::string> option_errors) {
   // 1. Plan: program, worker count, backend, every user error reported before anything runs.
+  //    Under `srun -N K mlrun`, a node whose own plan fails (a program missing on it; not the
+  //    options, the same on every node) ends the step: the others would wait for it.
   LaunchPlan plan;
-  if (!plan_launch(o, plan, std::move(option_errors))) return 2;
+  const bool usage_error = !option_errors.empty();
+  if (!plan_launch(o, plan, std::move(option_errors))) {
+    if (!usage_error) transport::end_step_early(o);
+    return 2;
+  }
   // 2. A dry run prints the plan and starts nothing.
   if (o.dry_run) {
     on_hosts(o) ? print_host_plan(o, plan) : print_dry_run(o, plan);
@@ -181,10 +187,12 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
       // serves, the others join it (as torchrun's c10d does).
       if (o.rdzv_endpoint.empty()) {
         error(serve_error(rdzv, e));
+        transport::end_step_early(o);
         return 1;
       }
     } catch (const std::exception& e) {
       error(serve_error(rdzv, e));
+      transport::end_step_early(o);
       return 1;
     }
     if (server && rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();

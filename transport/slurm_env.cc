@@ -1,7 +1,9 @@
 #include "transport/slurm_env.h"
 
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -66,6 +68,7 @@ std::vector<std::string> fill_from_step(
   if (o.nnodes_min == 1 && o.nnodes_max == 1) o.nnodes_min = o.nnodes_max = static_cast<int>(nodes);
   if (o.node_rank == 0) o.node_rank = static_cast<int>(node_id);
   if (o.rdzv_id.empty()) o.rdzv_id = fmt::format("slurm-{}.{}", s.job_id, s.step_id);
+  o.slurm_step = fmt::format("{}.{}", s.job_id, s.step_id);
   if (o.master_addr.empty() && o.rdzv_endpoint.empty()) o.master_addr = resolve(names.front());
   if (o.master_port == 0 && o.rdzv_endpoint.empty()) o.master_port = step_port(s.job_id, s.step_id);
   return errors;
@@ -195,6 +198,31 @@ std::string slurm_signal_note(const std::string& job_id) {
   return fmt::format(
       ", sent by Slurm to job {} (a scancel, the time limit, a preemption or a failed node)",
       job_id);
+}
+
+void end_step_early(const Options& o) {
+  if (o.slurm_step.empty() || o.nnodes_max < 2 || o.nnodes_min != o.nnodes_max) return;
+  fmt::print(stderr,
+             "mlrun: ending Slurm step {} (scancel --signal=TERM): node {} failed before it "
+             "joined the job, and the other nodes would wait for it up to the join timeout\n",
+             o.slurm_step, o.node_rank);
+  // The step's SIGTERM reaches this task too: it has said why it ends, and ends with its code.
+  signal(SIGTERM, SIG_IGN);
+  BoundedRun r;
+  try {
+    std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+    r = run_bounded({resolve_program("scancel", path), "--signal=TERM", o.slurm_step}, 10);
+  } catch (const SpawnError& e) {
+    r.error = e.what();
+  }
+  // scancel is a process of the step too: the SIGTERM it sent may end it first.
+  const bool sent = r.error.empty() && !r.timed_out &&
+                    ((WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) ||
+                     (WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM));
+  if (!sent) {
+    fmt::print(stderr, "mlrun: warning: scancel --signal=TERM {} failed{}: {}\n", o.slurm_step,
+               r.timed_out ? " (no answer in 10 s)" : "", !r.error.empty() ? r.error : r.err);
+  }
 }
 
 std::string resolve_node(const std::string& name) {

@@ -89,6 +89,7 @@ TEST(SlurmPerNode, StepFillsNodesRankAndRendezvous) {
   EXPECT_EQ(o.master_addr, "addr-of-sn02");  // The step's first node.
   EXPECT_EQ(o.master_port, step_port("42", "3"));
   EXPECT_EQ(o.rdzv_id, "slurm-42.3");
+  EXPECT_EQ(o.slurm_step, "42.3");  // What a node that fails before it joins cancels.
 }
 
 TEST(SlurmPerNode, ExplicitFlagsWin) {
@@ -109,6 +110,7 @@ TEST(SlurmPerNode, OneNodeStepIsLocal) {
   Options o;
   EXPECT_TRUE(choose_launcher(o, env_of(v), no_dns).empty());
   EXPECT_EQ(o.nnodes_max, 1);
+  EXPECT_EQ(o.slurm_step, "");  // Nobody waits for it.
 }
 
 TEST(SlurmPerNode, BadStepVariablesAreNamed) {
