@@ -33,10 +33,11 @@ rdzv::ClientOptions deferred_hello(rdzv::ClientOptions options) {
 // answered once).
 rdzv::ClientOptions first_connection(rdzv::ClientOptions options, const NodeJob& job) {
   options.connect_timeout = job.connect_timeout;
-  options.on_connect_retry = [endpoint = job.endpoint, bound = job.connect_timeout](
-                                 const std::string& why, std::chrono::milliseconds waited) {
-    fmt::print(stderr, "mlrun: waiting for the rendezvous at {} ({}): {} s so far, up to {} s\n",
-               endpoint, why, waited.count() / 1000, bound.count() / 1000);
+  options.on_connect_retry = [endpoint = job.endpoint, bound = job.connect_timeout,
+                              hint = job.waiting_hint](const std::string& why,
+                                                       std::chrono::milliseconds waited) {
+    fmt::print(stderr, "mlrun: waiting for the rendezvous at {} ({}): {} s so far, up to {} s{}\n",
+               endpoint, why, waited.count() / 1000, bound.count() / 1000, hint);
   };
   return options;
 }

@@ -40,6 +40,9 @@ struct NodeJob {
   /// by hand (torchrun style, a Kubeflow pod) gets join_timeout: its server's node may start
   /// minutes later, as torchrun's static rendezvous waits for it. An agent's head listens already.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  /// Added to each "waiting for the rendezvous" line: who serves it and what to do if it died
+  /// (the per-node Slurm mode names node 0's step and its scancel).
+  std::string waiting_hint;
   /// Print failure summaries and restart notes (the head's or a user's terminal); remote agents
   /// leave that to the head.
   bool print_summary = true;

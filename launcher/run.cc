@@ -222,6 +222,13 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   // A node that joins another's rendezvous waits for it as long as for the join (its node may
   // start later: a Kubeflow pod scheduled after this one), not the client's default minute.
   if (!server) job.connect_timeout = conf.join_timeout;
+  // Node 0 of a per-node step that died before it served (a crash: a failure it reports ends
+  // the step, end_step_early) leaves the others waiting; Slurm does not tell them.
+  if (!server && !o.slurm_step.empty()) {
+    job.waiting_hint =
+        fmt::format("; node 0 of Slurm step {} serves it: if it ended, `scancel {}` ends this wait",
+                    o.slurm_step, o.slurm_step);
+  }
   job.nnodes_min = o.nnodes_min;
   job.last_call = conf.last_call;
   job.heartbeat_interval = conf.heartbeat_interval;

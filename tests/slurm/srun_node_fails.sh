@@ -5,6 +5,8 @@
 #  1. Node 0 cannot serve the rendezvous: another process (a neighbour's job) has the step's port
 #     on sn01. Nodes 1 and 2 would otherwise wait for an answer from that process.
 #  2. Node 2's program is missing there (a node-local path), while nodes 0 and 1 have theirs.
+#  3. Node 0 ends without a word (here: mlrun never runs there): the others cannot know, and
+#     their waiting line names the step's scancel, which ends the wait.
 source "$(dirname "$0")/lib.sh"
 cat >"$T/where.sh" <<'SH'
 echo "rank $RANK of $WORLD_SIZE on $(hostname)"
@@ -46,4 +48,16 @@ expect_grep "$T/out2" "^mlrun: error: .*/w-sn03: No such file or directory"
 expect_grep "$T/out2" "^mlrun: ending Slurm step [0-9]+\.0 \(scancel --signal=TERM\): node 2 failed before it joined"
 expect_no_grep "$T/out2" "^\[[0-9]\] rank"
 assert_no_job_left 15
-echo "ok: a node that fails before it joins ends the step at once (port taken on node 0; program missing on node 2)"
+# 3.
+rc=0
+start_salloc timeout 60 srun -N3 --ntasks-per-node=1 \
+  sh -c '[ "$SLURM_NODEID" != 0 ] || exit 3; exec "$MLRUN" --nproc_per_node=1 sh "$T/where.sh"'
+hint() { grep -oE "node 0 of Slurm step [0-9]+\.0 serves it: if it ended, \`scancel [0-9]+\.0\` ends this wait" "$T/out" | head -1; }
+wait_until 30 hint || fail "no waiting line with the step's scancel within 30 s: $(cat "$T/out")"
+step=$(hint | sed -E 's/.*`scancel ([0-9.]+)`.*/\1/')
+scancel "$step"
+wait_until 20 eval '! kill -0 "$SALLOC_PID" 2>/dev/null' || fail "scancel $step did not end the wait"
+wait "$SALLOC_PID" || rc=$?
+[ $rc -ne 124 ] || fail "the srun timed out instead: $(cat "$T/out")"
+assert_no_job_left 15
+echo "ok: a node that fails before it joins ends the step at once (port taken on node 0; program missing on node 2); a silent node 0's step is named for scancel"
