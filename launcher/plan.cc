@@ -115,11 +115,13 @@ void check_hosts(const Options& o, LaunchPlan& plan, std::vector<std::string>& e
 }
 
 // How many workers run on this node: --nproc_per_node, or DeepSpeed's --num_gpus, or -np.
-void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>& errors) {
+// Counting this node's GPUs (`gpu`, `auto`) can fail here alone: that error goes to node_errors.
+void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>& errors,
+                   std::vector<std::string>& node_errors) {
   try {
     plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
   } catch (const std::exception& e) {
-    errors.push_back(e.what());
+    node_errors.push_back(e.what());
   }
   if (o.num_gpus > 0 && !on_hosts(o)) {
     // DeepSpeed's --num_gpus on one node: that many workers, on GPUs 0..N-1.
@@ -262,7 +264,12 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   check_hosts(o, plan, errors);
   for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) errors.push_back(std::move(e));
   plan.signals = make_signal_policy(o.signals_to_handle, errors);
-  count_workers(o, plan, errors);
+  // What follows the command line's own errors can differ from node to node (LaunchPlan::
+  // node_errors): files, environment, GPUs, interfaces.
+  std::vector<std::string> node_errors;
+  count_workers(o, plan, errors, node_errors);
+  const std::size_t usage = errors.size();
+  errors.insert(errors.end(), node_errors.begin(), node_errors.end());
   plan_command(o, plan, errors);
   std::string toward = plan_master(o, plan);
   if (!slurm_head_runs_none(o)) {
@@ -271,7 +278,11 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   if (auto problem = log_dir_problem(o.log_dir); !problem.empty()) errors.push_back(problem);
   plan_local_devices(o, plan, errors);
   for (const auto& e : errors) error(e);
-  if (!errors.empty()) return false;
+  if (!errors.empty()) {
+    plan.usage_errors = usage > 0;
+    plan.node_errors.assign(errors.begin() + static_cast<std::ptrdiff_t>(usage), errors.end());
+    return false;
+  }
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
   print_plugin_notes(o);
   finish_plan(o, plan);

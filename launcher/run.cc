@@ -135,6 +135,45 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
   return r;
 }
 
+// A node started by hand (torchrun style, a Kubeflow pod) whose own plan failed: the other nodes
+// would wait for it up to the join timeout. It aborts the job through the rendezvous with its
+// errors, so that every node ends at once saying why; it waits up to kTellBound (or the join
+// timeout, if shorter) for the server (its node may start later). Node 0 serves nothing yet and can
+// tell nobody; an elastic job goes on without this node; the per-node Slurm mode ends its step
+// instead (end_step_early).
+constexpr std::chrono::seconds kTellBound{30};
+
+void tell_the_other_nodes(const Options& o, const LaunchPlan& plan) {
+  if (o.nnodes_max < 2 || o.nnodes_min != o.nnodes_max || on_hosts(o) || !o.slurm_step.empty()) {
+    return;
+  }
+  RendezvousPlan r = plan_rendezvous(o, plan);
+  if (r.serve) return;
+  const std::string who =
+      o.rdzv_endpoint.empty() ? fmt::format("node {} ({})", o.node_rank, host_name()) : host_name();
+  std::string reason = fmt::format("{} cannot start: {}", who, plan.node_errors.front());
+  if (plan.node_errors.size() > 1)
+    reason += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
+  rendezvous::ClientOptions options;
+  options.job_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;
+  options.connect_timeout = std::min<std::chrono::milliseconds>(kTellBound, plan.rdzv.join_timeout);
+  options.timeout = std::chrono::seconds(10);
+  fmt::print(stderr,
+             "mlrun: aborting the job through the rendezvous at {}, so that the other "
+             "nodes do not wait for this one\n",
+             r.endpoint);
+  try {
+    rendezvous::Client::connect(r.endpoint, r.token, options).abort(reason);
+  } catch (const rendezvous::AbortedError&) {
+    // Aborted already: the others know.
+  } catch (const rendezvous::Error& e) {
+    fmt::print(stderr,
+               "mlrun: warning: could not abort the job ({}): the other nodes wait for "
+               "this one up to the join timeout\n",
+               e.what());
+  }
+}
+
 // Whether this launcher starts processes of its own: its workers, or mpirun; not a head whose
 // every node is another host's (or a simulated node's) agent.
 bool runs_processes_here(const Options& o, const LaunchPlan& plan) {
@@ -146,12 +185,14 @@ bool runs_processes_here(const Options& o, const LaunchPlan& plan) {
 // The launch of this node's part of a job, as named steps.
 int launch(const Options& o, std::vector<std::string> option_errors) {
   // 1. Plan: program, worker count, backend, every user error reported before anything runs.
-  //    Under `srun -N K mlrun`, a node whose own plan fails (a program missing on it; not the
-  //    options, the same on every node) ends the step: the others would wait for it.
+  //    A node started by hand whose own plan fails (a program missing on it; not the command
+  //    line, the same on every node) ends the job: the others would wait for it.
   LaunchPlan plan;
-  const bool usage_error = !option_errors.empty();
   if (!plan_launch(o, plan, std::move(option_errors))) {
-    if (!usage_error) transport::end_step_early(o);
+    if (!plan.usage_errors && !plan.node_errors.empty()) {
+      transport::end_step_early(o);
+      tell_the_other_nodes(o, plan);
+    }
     return 2;
   }
   // 2. A dry run prints the plan and starts nothing.

@@ -1,0 +1,51 @@
+#include "launcher/plan.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "launcher/options.h"
+
+namespace mlrun {
+namespace {
+
+LaunchPlan plan_of(std::vector<std::string> args, bool* ok) {
+  ParseResult parsed = parse_options(args);
+  std::vector<std::string> errors;
+  for (auto& e : parsed.errors) errors.push_back(e.message);
+  LaunchPlan plan;
+  *ok = plan_launch(parsed.options, plan, errors);
+  return plan;
+}
+
+// What can differ from node to node (a program missing on this one) is told apart from the
+// command line's errors, which every node started alike meets: only the first kind makes a
+// node end the others' wait (launcher/run.cc, tell_the_other_nodes).
+TEST(PlanLaunch, AProgramMissingHereIsThisNodesOwnError) {
+  bool ok = true;
+  LaunchPlan plan = plan_of({"--nnodes=2", "--node_rank=1", "--master_addr=127.0.0.1",
+                             "--no_python", "/nonexistent/mlrun-plan-test"},
+                            &ok);
+  EXPECT_FALSE(ok);
+  EXPECT_FALSE(plan.usage_errors);
+  ASSERT_EQ(plan.node_errors.size(), 1u);
+  EXPECT_NE(plan.node_errors[0].find("/nonexistent/mlrun-plan-test"), std::string::npos);
+}
+
+TEST(PlanLaunch, CommandLineErrorsAreUsageErrors) {
+  bool ok = true;
+  LaunchPlan conf = plan_of({"--nnodes=2", "--rdzv_conf", "join_timeout=soon", "--no_python",
+                             "/nonexistent/mlrun-plan-test"},
+                            &ok);
+  EXPECT_FALSE(ok);
+  EXPECT_TRUE(conf.usage_errors);
+  EXPECT_EQ(conf.node_errors.size(), 1u);  // Still said; the usage error decides.
+  LaunchPlan flag = plan_of({"--nnodes=2", "--no-such-flag", "/bin/true"}, &ok);
+  EXPECT_FALSE(ok);
+  EXPECT_TRUE(flag.usage_errors);
+  EXPECT_TRUE(flag.node_errors.empty());
+}
+
+}  // namespace
+}  // namespace mlrun

@@ -1,0 +1,53 @@
+# Nodes started one by one (torchrun style, Kubeflow pods): a node whose own plan fails (its
+# program missing on that node) aborts the job through the rendezvous with its error, so node 0,
+# which would otherwise wait for it up to join_timeout (600 s), ends at once saying why. When
+# there is no rendezvous to tell (node 0 never started), it says so within its bound.
+source "$(dirname "$0")/common.sh"
+
+write_worker hold.sh 'echo "rank $RANK of $WORLD_SIZE"; exec sleep 300'
+port=$(pick_port)
+export MLRUN_RDZV_TOKEN=cannot-start-token-$RANDOM-$RANDOM-$$
+node() {
+  local rank=$1
+  shift
+  "$MLRUN" --nnodes=2 --node_rank="$rank" --master_addr=127.0.0.1 --master_port=$port \
+    --no_python "$@" >"$T/out.$rank" 2>"$T/err.$rank"
+}
+
+# 1. Node 0 serves and waits; node 1's program is not there.
+node 0 "$T/hold.sh" &
+n0=$!
+start=$(date +%s)
+rc=0
+node 1 "$T/missing-on-node-1" || rc=$?
+[ "$rc" -eq 2 ] || fail "node 1 exited $rc, want 2: $(cat "$T/err.1")"
+expect_grep "$T/err.1" "^mlrun: error: .*missing-on-node-1"
+expect_grep "$T/err.1" "^mlrun: aborting the job through the rendezvous at 127\.0\.0\.1:$port, so that the other nodes do not wait for this one$"
+rc=0
+wait "$n0" || rc=$?
+took=$(($(date +%s) - start))
+[ "$rc" -eq 1 ] || fail "node 0 exited $rc, want 1: $(cat "$T/err.0")"
+[ "$took" -le 20 ] || fail "node 0 took $took s to end after node 1's failure"
+expect_grep "$T/err.0" "job aborted: node 1 \(.*\) cannot start: .*missing-on-node-1"
+[ ! -s "$T/out.0" ] || fail "a worker ran without its job: $(cat "$T/out.0")"
+
+# 2. No node 0: node 1 tries for its bound (30 s, or join_timeout if shorter), then says the
+#    others may still wait.
+rc=0
+start=$(date +%s)
+node 1 --rdzv_conf join_timeout=4 "$T/missing-on-node-1" || rc=$?
+took=$(($(date +%s) - start))
+[ "$rc" -eq 2 ] || fail "alone, node 1 exited $rc, want 2: $(cat "$T/err.1")"
+[ "$took" -ge 3 ] && [ "$took" -le 15 ] || fail "alone, node 1 took $took s with join_timeout=4"
+expect_grep "$T/err.1" "^mlrun: warning: could not abort the job \(.*Connection refused\): the other nodes wait for this one up to the join timeout$"
+
+# 3. A command-line error, the same on every node, tells nobody and ends at once.
+rc=0
+start=$(date +%s)
+node 1 --rdzv_conf join_timeout=soon "$T/hold.sh" || rc=$?
+took=$(($(date +%s) - start))
+[ "$rc" -eq 2 ] || fail "a bad --rdzv_conf exited $rc, want 2"
+[ "$took" -le 5 ] || fail "a bad --rdzv_conf took $took s"
+! grep -q "aborting the job" "$T/err.1" || fail "a command-line error aborted the job: $(cat "$T/err.1")"
+assert_no_marker_left
+echo PASS
