@@ -182,6 +182,72 @@ bool runs_processes_here(const Options& o, const LaunchPlan& plan) {
                      [](const NodePlan& n) { return n.local; });
 }
 
+// Serves the rendezvous of rdzv.serve; false (said, and a per-node Slurm step ended) when it
+// cannot.
+bool serve_rendezvous(const Options& o, const LaunchPlan& plan, RendezvousPlan& rdzv,
+                      std::optional<rendezvous::Server>& server) {
+  try {
+    rendezvous::ServerOptions so{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id};
+    so.torch_store = o.store == "mlrun";
+    server.emplace(rendezvous::Server::start(std::move(so)));
+  } catch (const rendezvous::ConnectionError& e) {
+    // Joining by endpoint, several nodes may share the endpoint's host: the first to listen
+    // serves, the others join it (as torchrun's c10d does).
+    if (o.rdzv_endpoint.empty()) {
+      error(serve_error(rdzv, e));
+      transport::end_step_early(o);
+      return false;
+    }
+  } catch (const std::exception& e) {
+    error(serve_error(rdzv, e));
+    transport::end_step_early(o);
+    return false;
+  }
+  if (server && rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
+  if (server && o.nnodes_max > 1) {
+    fmt::print(stderr, "mlrun: serving the rendezvous on {}:{}{}\n", rdzv.listen_host,
+               server->port(),
+               rdzv.listen_host == "0.0.0.0" ? " (every interface: the endpoint's host is "
+                                               "not one of this host's addresses)"
+                                             : "");
+  }
+  return true;
+}
+
+// This node's part of the job, for the coordinator.
+NodeJob node_job(const Options& o, const LaunchPlan& plan, const RendezvousPlan& rdzv,
+                 bool serves) {
+  NodeJob job;
+  job.endpoint = rdzv.endpoint;
+  job.token = rdzv.token;
+  job.job_id = plan.job_id;
+  job.nnodes = o.nnodes_max;
+  job.node_rank = o.nnodes_max == 1 || o.rdzv_endpoint.empty() ? o.node_rank : -1;
+  job.nproc = plan.nproc;
+  // One node: loopback unless told. Several: the user's --master_addr, else node 0's own
+  // address on its route to the rendezvous (whichever node that turns out to be).
+  job.master_addr = o.nnodes_max == 1 ? plan.master_addr : o.master_addr;
+  job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
+  const RdzvConf& conf = plan.rdzv;
+  job.join_timeout = conf.join_timeout;
+  // A node that joins another's rendezvous waits for it as long as for the join (its node may
+  // start later: a Kubeflow pod scheduled after this one), not the client's default minute.
+  if (!serves) job.connect_timeout = conf.join_timeout;
+  // Node 0 of a per-node step that died before it served (a crash: a failure it reports ends
+  // the step, end_step_early) leaves the others waiting; Slurm does not tell them.
+  if (!serves && !o.slurm_step.empty()) {
+    job.waiting_hint =
+        fmt::format("; node 0 of Slurm step {} serves it: if it ended, `scancel {}` ends this wait",
+                    o.slurm_step, o.slurm_step);
+  }
+  job.nnodes_min = o.nnodes_min;
+  job.last_call = conf.last_call;
+  job.heartbeat_interval = conf.heartbeat_interval;
+  job.heartbeat_timeout = conf.heartbeat_timeout;
+  job.serves_rendezvous = serves;
+  return job;
+}
+
 // The launch of this node's part of a job, as named steps.
 int launch(const Options& o, std::vector<std::string> option_errors) {
   // 1. Plan: program, worker count, backend, every user error reported before anything runs.
@@ -218,63 +284,10 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   //    multi-node job), or joins another node's.
   RendezvousPlan rdzv = plan_rendezvous(o, plan);
   std::optional<rendezvous::Server> server;
-  if (rdzv.serve) {
-    try {
-      rendezvous::ServerOptions so{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id};
-      so.torch_store = o.store == "mlrun";
-      server.emplace(rendezvous::Server::start(std::move(so)));
-    } catch (const rendezvous::ConnectionError& e) {
-      // Joining by endpoint, several nodes may share the endpoint's host: the first to listen
-      // serves, the others join it (as torchrun's c10d does).
-      if (o.rdzv_endpoint.empty()) {
-        error(serve_error(rdzv, e));
-        transport::end_step_early(o);
-        return 1;
-      }
-    } catch (const std::exception& e) {
-      error(serve_error(rdzv, e));
-      transport::end_step_early(o);
-      return 1;
-    }
-    if (server && rdzv.endpoint.empty()) rdzv.endpoint = server->endpoint();
-    if (server && o.nnodes_max > 1) {
-      fmt::print(stderr, "mlrun: serving the rendezvous on {}:{}{}\n", rdzv.listen_host,
-                 server->port(),
-                 rdzv.listen_host == "0.0.0.0" ? " (every interface: the endpoint's host is "
-                                                 "not one of this host's addresses)"
-                                               : "");
-    }
-  }
+  if (rdzv.serve && !serve_rendezvous(o, plan, rdzv, server)) return 1;
   // 5. Run this node's workers for every attempt: join, spawn, route output, stop everyone on
   //    the first failure anywhere, restart while restarts remain.
-  NodeJob job;
-  job.endpoint = rdzv.endpoint;
-  job.token = rdzv.token;
-  job.job_id = plan.job_id;
-  job.nnodes = o.nnodes_max;
-  job.node_rank = o.nnodes_max == 1 || o.rdzv_endpoint.empty() ? o.node_rank : -1;
-  job.nproc = plan.nproc;
-  // One node: loopback unless told. Several: the user's --master_addr, else node 0's own
-  // address on its route to the rendezvous (whichever node that turns out to be).
-  job.master_addr = o.nnodes_max == 1 ? plan.master_addr : o.master_addr;
-  job.master_port = o.nnodes_max == 1 ? o.master_port : 0;
-  const RdzvConf& conf = plan.rdzv;
-  job.join_timeout = conf.join_timeout;
-  // A node that joins another's rendezvous waits for it as long as for the join (its node may
-  // start later: a Kubeflow pod scheduled after this one), not the client's default minute.
-  if (!server) job.connect_timeout = conf.join_timeout;
-  // Node 0 of a per-node step that died before it served (a crash: a failure it reports ends
-  // the step, end_step_early) leaves the others waiting; Slurm does not tell them.
-  if (!server && !o.slurm_step.empty()) {
-    job.waiting_hint =
-        fmt::format("; node 0 of Slurm step {} serves it: if it ended, `scancel {}` ends this wait",
-                    o.slurm_step, o.slurm_step);
-  }
-  job.nnodes_min = o.nnodes_min;
-  job.last_call = conf.last_call;
-  job.heartbeat_interval = conf.heartbeat_interval;
-  job.heartbeat_timeout = conf.heartbeat_timeout;
-  job.serves_rendezvous = server.has_value();
+  NodeJob job = node_job(o, plan, rdzv, server.has_value());
   return run_this_node(o, plan, job, lifeline, -1);
 }
 
