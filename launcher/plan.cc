@@ -279,8 +279,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   plan_local_devices(o, plan, errors);
   for (const auto& e : errors) error(e);
   if (!errors.empty()) {
-    plan.usage_errors = usage > 0;
-    plan.node_errors.assign(errors.begin() + static_cast<std::ptrdiff_t>(usage), errors.end());
+    if (usage == 0) plan.node_errors = std::move(errors);
     return false;
   }
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);

@@ -44,10 +44,9 @@ struct LaunchPlan {
   std::vector<std::string> gpus;
   // --numa_binding: one per local rank.
   std::vector<NumaBinding> numa;
-  // Set when plan_launch fails: the errors of this node's own (its files, environment, GPUs,
-  // interfaces), not of the command line, which every node started alike shares.
+  // Set when plan_launch fails on errors of this node's own alone (its files, environment, GPUs,
+  // interfaces); empty when the command line, which every node started alike shares, has one.
   std::vector<std::string> node_errors;
-  bool usage_errors = false;
 };
 
 /// Random bytes as lowercase hex (getrandom).

@@ -155,7 +155,7 @@ void tell_the_other_nodes(const Options& o, const LaunchPlan& plan) {
   if (plan.node_errors.size() > 1)
     reason += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
   rendezvous::ClientOptions options;
-  options.job_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;
+  options.job_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's, for these nodes.
   options.connect_timeout = std::min<std::chrono::milliseconds>(kTellBound, plan.rdzv.join_timeout);
   options.timeout = std::chrono::seconds(10);
   fmt::print(stderr,
@@ -255,7 +255,7 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   //    line, the same on every node) ends the job: the others would wait for it.
   LaunchPlan plan;
   if (!plan_launch(o, plan, std::move(option_errors))) {
-    if (!plan.usage_errors && !plan.node_errors.empty()) {
+    if (!plan.node_errors.empty()) {
       transport::end_step_early(o);
       tell_the_other_nodes(o, plan);
     }
