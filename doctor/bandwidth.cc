@@ -44,13 +44,14 @@ std::string bytes_text(std::size_t b) {
   return fmt::format("{} B", b);
 }
 
+}  // namespace
+
 std::string speed_text(int mbps) {
+  if (mbps < 0) return "speed unknown";
   if (mbps >= 1000 && mbps % 1000 == 0) return fmt::format("{} Gb/s", mbps / 1000);
   if (mbps >= 1000) return fmt::format("{:.1f} Gb/s", mbps / 1000.0);
   return fmt::format("{} Mb/s", mbps);
 }
-
-}  // namespace
 
 std::optional<std::size_t> parse_byte_size(std::string_view text) {
   if (text.empty()) return std::nullopt;
@@ -214,7 +215,7 @@ std::vector<std::string> link_verdict(double peak_busbw, std::size_t peak_bytes,
   for (const auto& h : hosts) {
     if (!listed.empty()) listed += "; ";
     listed += fmt::format("{} {} {}", h.host, h.iface.empty() ? "(interface unknown)" : h.iface,
-                          h.speed_mbps < 0 ? "speed unknown" : speed_text(h.speed_mbps));
+                          speed_text(h.speed_mbps));
   }
   out.push_back(fmt::format("# links: {}", listed));
   const RankLink* slowest = nullptr;

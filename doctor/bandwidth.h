@@ -88,6 +88,9 @@ struct RankLink {
   int speed_mbps = -1;  ///< -1: sysfs gives none.
 };
 
+/// A link speed as people write it: "100 Gb/s", "2.5 Gb/s", "100 Mb/s"; "speed unknown" below 0.
+std::string speed_text(int mbps);
+
 /// What the peak bus bandwidth says about the links. one_host: every rank ran on one host, so
 /// no link was crossed. Returns lines to print; *warn is set when the bandwidth is far below
 /// (under half of) the slowest link's rate. backend ("gloo" or "nccl") names the interface

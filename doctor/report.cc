@@ -17,13 +17,6 @@
 namespace mlrun::doctor {
 namespace {
 
-std::string speed_text(int mbps) {
-  if (mbps < 0) return "speed unknown";
-  if (mbps >= 1000 && mbps % 1000 == 0) return fmt::format("{} Gb/s", mbps / 1000);
-  if (mbps >= 1000) return fmt::format("{:.1f} Gb/s", mbps / 1000.0);
-  return fmt::format("{} Mb/s", mbps);
-}
-
 // A JSON string, or null for an empty one.
 nlohmann::json or_null(const std::string& s) {
   return s.empty() ? nlohmann::json() : nlohmann::json(s);

@@ -68,7 +68,7 @@ transport::AgentJob agent_job(const Options& o, const LaunchPlan& plan, const st
   const RdzvConf& conf = plan.rdzv;
   job.heartbeat_interval = conf.heartbeat_interval;
   job.heartbeat_timeout = conf.heartbeat_timeout;
-  job.log_level = spdlog::level::to_string_view(log::logger().level()).data();
+  job.log_level = std::string(log::level_name(log::level()));
   std::error_code ec;
   job.cwd = fs::current_path(ec).string();
   // MLRUN_CGROUP: the head's opt-out from job cgroups holds on every node (docs/launcher.md).
@@ -113,7 +113,7 @@ bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::
     rendezvous::ServerOptions so{narrow ? advertised : "0.0.0.0", 0, token, plan.job_id};
     so.torch_store = o.store == "mlrun";
     // The running count of joined ranks, on the server's thread (launcher/join_progress.h).
-    if (log::enabled(spdlog::level::info)) {
+    if (log::enabled(log::Level::info)) {
       so.on_join = [progress = std::make_shared<JoinProgress>(plan.world_size, began)](
                        std::string_view group, std::uint32_t joined, std::uint32_t size,
                        std::uint64_t ranks) {

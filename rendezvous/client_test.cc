@@ -18,9 +18,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kToken = "client-test-token";
+constexpr const char* kClientToken = "client-test-token";
 
-ClientOptions quick(int generation = 0) {
+ClientOptions client_options(int generation = 0) {
   ClientOptions o;
   o.connect_timeout = 5s;
   o.timeout = 10s;
@@ -29,9 +29,9 @@ ClientOptions quick(int generation = 0) {
 }
 
 struct Fixture : ::testing::Test {
-  Server server = Server::start(ServerOptions{"127.0.0.1", 0, kToken});
+  Server server = Server::start(ServerOptions{"127.0.0.1", 0, kClientToken});
   Client connect(int generation = 0) {
-    return Client::connect(server.endpoint(), kToken, quick(generation));
+    return Client::connect(server.endpoint(), kClientToken, client_options(generation));
   }
 };
 
@@ -84,14 +84,14 @@ TEST_F(ClientTest, KeyValueStore) {
 // connection then works as any other; a wrong token is an AuthError from "connect" at that first
 // request, and the server logged the refusal as for a waited-for hello.
 TEST_F(ClientTest, DeferredHelloIsReadByTheFirstRequest) {
-  ClientOptions o = quick();
+  ClientOptions o = client_options();
   o.defer_hello = true;
-  Client c = Client::connect(server.endpoint(), kToken, o);
+  Client c = Client::connect(server.endpoint(), kClientToken, o);
   c.set("deferred", "v");
   EXPECT_EQ(c.get("deferred"), "v");
   // A blocking request as the first one (an agent's join, here a get that another client
   // answers) reads the hello's reply before its own.
-  Client waiting = Client::connect(server.endpoint(), kToken, o);
+  Client waiting = Client::connect(server.endpoint(), kClientToken, o);
   std::thread setter([&] {
     std::this_thread::sleep_for(50ms);
     connect().set("later", "w");
@@ -244,13 +244,13 @@ TEST_F(ClientTest, AbortWakesEveryWaiterAndStaysVisible) {
 TEST(ClientServer, ServerAbortCallsOnAbortOnce) {
   std::atomic<int> calls{0};
   std::string reason;
-  ServerOptions o{"127.0.0.1", 0, kToken};
+  ServerOptions o{"127.0.0.1", 0, kClientToken};
   o.on_abort = [&](std::string_view r) {
     reason = std::string(r);
     calls++;
   };
   Server s = Server::start(std::move(o));
-  Client c = Client::connect(s.endpoint(), kToken, quick());
+  Client c = Client::connect(s.endpoint(), kClientToken, client_options());
   s.abort("launcher says stop");
   s.abort("second");
   EXPECT_THROW(c.heartbeat(), AbortedError);
@@ -270,7 +270,7 @@ TEST(ClientServer, ServerReportsEachJoinWithItsWeights) {
   std::condition_variable cv;
   std::vector<Seen> seen;
   std::string group;
-  ServerOptions o{"127.0.0.1", 0, kToken};
+  ServerOptions o{"127.0.0.1", 0, kClientToken};
   o.on_join = [&](std::string_view g, std::uint32_t joined, std::uint32_t size, std::uint64_t w) {
     std::lock_guard lock(mu);
     group = std::string(g);
@@ -285,7 +285,7 @@ TEST(ClientServer, ServerReportsEachJoinWithItsWeights) {
   std::vector<std::thread> ts;
   auto node = [&](int local_world, std::chrono::milliseconds timeout, bool completes) {
     ts.emplace_back([&, local_world, timeout, completes] {
-      Client c = Client::connect(s.endpoint(), kToken, quick());
+      Client c = Client::connect(s.endpoint(), kClientToken, client_options());
       if (completes) {
         EXPECT_EQ(c.join_node(3, local_world, -1, timeout).world_size, 7);
       } else {
@@ -408,7 +408,7 @@ TEST_F(ClientTest, NodeJoinRefusesATakenNodeRank) {
 
 TEST_F(ClientTest, FromEnvReadsTheWorkerEnvironment) {
   setenv("MLRUN_RDZV_ENDPOINT", server.endpoint().c_str(), 1);
-  setenv("MLRUN_RDZV_TOKEN", kToken, 1);
+  setenv("MLRUN_RDZV_TOKEN", kClientToken, 1);
   setenv("MLRUN_JOB_ID", "", 1);
   setenv("RANK", "5", 1);
   setenv("WORLD_SIZE", "8", 1);
@@ -444,37 +444,37 @@ TEST_F(ClientTest, FromEnvReadsTheWorkerEnvironment) {
 TEST(ClientServer, ConnectFailsWithinItsTimeout) {
   int port;
   {
-    Server s = Server::start(ServerOptions{"127.0.0.1", 0, kToken});
+    Server s = Server::start(ServerOptions{"127.0.0.1", 0, kClientToken});
     port = s.port();
   }  // nothing listens there now
-  ClientOptions o = quick();
+  ClientOptions o = client_options();
   o.connect_timeout = 300ms;
   auto start = std::chrono::steady_clock::now();
   try {
-    Client::connect("127.0.0.1:" + std::to_string(port), kToken, o);
+    Client::connect("127.0.0.1:" + std::to_string(port), kClientToken, o);
     FAIL();
   } catch (const ConnectionError& e) {
     EXPECT_TRUE(contains(e, "127.0.0.1:" + std::to_string(port))) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
-  EXPECT_THROW(Client::connect("no-port", kToken, o), Error);
-  EXPECT_THROW(Client::connect("[::1:5", kToken, o), Error);
+  EXPECT_THROW(Client::connect("no-port", kClientToken, o), Error);
+  EXPECT_THROW(Client::connect("[::1:5", kClientToken, o), Error);
 }
 
 TEST(ClientServer, ConnectRetriesUntilTheServerListens) {
   // Find a free port, then start the server on it after the client began connecting.
   int port;
   {
-    Server probe = Server::start(ServerOptions{"127.0.0.1", 0, kToken});
+    Server probe = Server::start(ServerOptions{"127.0.0.1", 0, kClientToken});
     port = probe.port();
   }
   std::thread late([&] {
     std::this_thread::sleep_for(200ms);  // the delay under test, not synchronisation
-    Server s = Server::start(ServerOptions{"127.0.0.1", port, kToken});
-    Client c = Client::connect(s.endpoint(), kToken, quick());
+    Server s = Server::start(ServerOptions{"127.0.0.1", port, kClientToken});
+    Client c = Client::connect(s.endpoint(), kClientToken, client_options());
     c.get("done", 10s);
   });
-  Client c = Client::connect("127.0.0.1:" + std::to_string(port), kToken, quick());
+  Client c = Client::connect("127.0.0.1:" + std::to_string(port), kClientToken, client_options());
   c.set("done", "1");
   late.join();
 }

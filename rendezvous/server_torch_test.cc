@@ -27,10 +27,10 @@ using testing::RawPeer;
 using torch::Dialect;
 using TOp = torch::Op;
 
-constexpr const char* kToken = "torch-test-token";
+constexpr const char* kTorchToken = "torch-test-token";
 
 ServerOptions torch_options(std::chrono::milliseconds handshake = 10s) {
-  ServerOptions o{"127.0.0.1", 0, kToken};
+  ServerOptions o{"127.0.0.1", 0, kTorchToken};
   o.handshake_timeout = handshake;
   o.frame_timeout = 500ms;
   o.torch_store = true;
@@ -185,7 +185,7 @@ TEST(ServerTorch, ANewGenerationEmptiesTheKeysAndClosesEarlierClients) {
   old.send(req(Dialect::kTorch113, TOp::kSet, {"/worker/attempt_0/x"}, {"stale"}));
   old.send(req(Dialect::kTorch113, TOp::kGetNumKeys));
   ASSERT_EQ(old.read_bytes(8), i64_reply(1));
-  Client c = Client::connect(server.endpoint(), kToken);
+  Client c = Client::connect(server.endpoint(), kTorchToken);
   c.set(std::string(kTorchStoreGenerationKey), "1");
   EXPECT_TRUE(old.closed_by_peer(3s));
   RawPeer fresh(server.port());
@@ -211,7 +211,7 @@ TEST(ServerTorch, KeysAndWaitsCountAgainstTheServersOneCap) {
                   req(Dialect::kTorch113, TOp::kGetNumKeys));
   ASSERT_EQ(torch_peer.read_bytes(8), i64_reply(1));
   EXPECT_GT(used(), 200'000u);
-  Client c = Client::connect(server.endpoint(), kToken);
+  Client c = Client::connect(server.endpoint(), kTorchToken);
   c.set("mine", std::string(200'000, 'm'));
   // 400 KB held; 200 KB more does not fit 512 KiB, whichever protocol asks.
   torch_peer.send(req(Dialect::kTorch113, TOp::kSet, {"/b"}, {std::string(200'000, 'b')}));
@@ -297,7 +297,7 @@ TEST(ServerTorch, AddressesOutsideTheJobAreRefusedUntilTheyAuthenticate) {
   EXPECT_TRUE(any_line_has(server.log_lines(), "refused torch 1.13", address));
   EXPECT_EQ(server.on_loop([&] { return server.core().torch_refused(); }), 1u);
   // A node of the job authenticates with the token from that address: its workers may connect.
-  Client node = Client::connect(fmt::format("{}:{}", address, server.port()), kToken);
+  Client node = Client::connect(fmt::format("{}:{}", address, server.port()), kTorchToken);
   RawPeer worker(server.port(), address.c_str());
   worker.send(req(Dialect::kTorch113, TOp::kGetNumKeys));
   EXPECT_EQ(worker.read_bytes(8), i64_reply(0));
@@ -319,7 +319,7 @@ TEST(ServerTorch, SilentConnectionsOfTheJobsNodesAreNotEvictedPastTheStrangersCa
   o.host = "0.0.0.0";
   LoopServer server(o);
   // A node of the job authenticates from that address (its agent does, before the workers).
-  Client node = Client::connect(fmt::format("{}:{}", address, server.port()), kToken);
+  Client node = Client::connect(fmt::format("{}:{}", address, server.port()), kTorchToken);
   std::vector<std::unique_ptr<RawPeer>> silent;
   for (std::size_t i = 0; i < n; ++i) {
     silent.push_back(std::make_unique<RawPeer>(server.port(), address.c_str()));
@@ -333,7 +333,7 @@ TEST(ServerTorch, SilentConnectionsOfTheJobsNodesAreNotEvictedPastTheStrangersCa
 }
 
 TEST(ServerTorch, OffByDefault) {
-  ServerOptions o{"127.0.0.1", 0, kToken};
+  ServerOptions o{"127.0.0.1", 0, kTorchToken};
   LoopServer server(o);
   RawPeer peer(server.port());
   peer.send(req(Dialect::kTorch113, TOp::kSet, {"/a/key/of/some/length"}, {"v"}));

@@ -7,7 +7,7 @@
 namespace mlrun::transport {
 namespace {
 
-std::vector<AgentNode> nodes(int n) {
+std::vector<AgentNode> numbered_nodes(int n) {
   std::vector<AgentNode> out;
   for (int i = 0; i < n; ++i) {
     out.push_back({i + 1, "host" + std::to_string(i + 2), "", 0, 2, {}});
@@ -22,7 +22,7 @@ std::vector<int> ranks(const std::vector<TreeNode>& ts) {
 }
 
 TEST(LaunchTree, AtMostWidthNodesAreAllTheHeads) {
-  auto roots = plan_tree(nodes(4), 4);
+  auto roots = plan_tree(numbered_nodes(4), 4);
   EXPECT_EQ(ranks(roots), (std::vector<int>{1, 2, 3, 4}));
   EXPECT_EQ(tree_depth(roots), 1);
   for (const auto& r : roots) EXPECT_TRUE(r.children.empty());
@@ -32,7 +32,7 @@ TEST(LaunchTree, AtMostWidthNodesAreAllTheHeads) {
 // 24 nodes 4 wide: the head's 4, their 16, and 4 more below the first: three levels, each
 // node once.
 TEST(LaunchTree, TwentyFourNodesFourWideAreThreeLevels) {
-  auto roots = plan_tree(nodes(24), 4);
+  auto roots = plan_tree(numbered_nodes(24), 4);
   ASSERT_EQ(ranks(roots), (std::vector<int>{1, 2, 3, 4}));
   EXPECT_EQ(tree_depth(roots), 3);
   EXPECT_EQ(ranks(roots[0].children), (std::vector<int>{5, 6, 7, 8}));
@@ -51,14 +51,14 @@ TEST(LaunchTree, TwentyFourNodesFourWideAreThreeLevels) {
 }
 
 TEST(LaunchTree, DefaultWidthIsTwoLevelsToOverAThousand) {
-  EXPECT_EQ(tree_depth(plan_tree(nodes(32), 32)), 1);
-  EXPECT_EQ(tree_depth(plan_tree(nodes(33), 32)), 2);
-  EXPECT_EQ(tree_depth(plan_tree(nodes(1056), 32)), 2);
-  EXPECT_EQ(tree_depth(plan_tree(nodes(1057), 32)), 3);
+  EXPECT_EQ(tree_depth(plan_tree(numbered_nodes(32), 32)), 1);
+  EXPECT_EQ(tree_depth(plan_tree(numbered_nodes(33), 32)), 2);
+  EXPECT_EQ(tree_depth(plan_tree(numbered_nodes(1056), 32)), 2);
+  EXPECT_EQ(tree_depth(plan_tree(numbered_nodes(1057), 32)), 3);
 }
 
 TEST(LaunchTree, ALostInteriorNodeNamesEveryNodeBelowIt) {
-  auto roots = plan_tree(nodes(24), 4);
+  auto roots = plan_tree(numbered_nodes(24), 4);
   EXPECT_EQ(describe_subtree(roots[1].children[0]), "");
   EXPECT_EQ(describe_subtree(roots[1]),
             "; the 4 agents below it in the launch tree went with it: host10 (node 9), host11 "

@@ -5,11 +5,22 @@
 #include <memory>
 
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "worker/net.h"
 
 namespace mlrun::log {
 namespace {
+
+// Level is spdlog's level_enum, spelled out so that log.h needs no spdlog header.
+spdlog::level::level_enum to_spdlog(Level level) {
+  return static_cast<spdlog::level::level_enum>(level);
+}
+static_assert(static_cast<int>(Level::trace) == spdlog::level::trace);
+static_assert(static_cast<int>(Level::info) == spdlog::level::info);
+static_assert(static_cast<int>(Level::warn) == spdlog::level::warn);
+static_assert(static_cast<int>(Level::err) == spdlog::level::err);
+static_assert(static_cast<int>(Level::off) == spdlog::level::off);
 
 // One logger for the process's life, so that a reference to it never dangles; init() changes its
 // level and tag.
@@ -18,9 +29,9 @@ spdlog::logger& the_logger() {
     // A plain (not colour) sink: lines stay readable in files and CI logs.
     auto* l = new spdlog::logger("mlrun", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     l->set_pattern(fmt::format("[%H:%M:%S.%e] mlrun {} %l: %v", host_name()));
-    l->set_level(Level::warn);
+    l->set_level(spdlog::level::warn);
     // Every line is flushed: a launch that hangs must have said what it was doing.
-    l->flush_on(Level::trace);
+    l->flush_on(spdlog::level::trace);
     return l;
   }();
   return *logger;
@@ -67,11 +78,24 @@ void init(Level level, const std::string& tag) {
   std::string escaped;
   for (char c : tag) escaped += c == '%' ? std::string("%%") : std::string(1, c);
   the_logger().set_pattern(fmt::format("[%H:%M:%S.%e] mlrun {} %l: %v", escaped));
-  the_logger().set_level(level);
+  the_logger().set_level(to_spdlog(level));
 }
 
-spdlog::logger& logger() {
-  return the_logger();
+Level level() {
+  return static_cast<Level>(the_logger().level());
+}
+
+std::string_view level_name(Level level) {
+  auto name = spdlog::level::to_string_view(to_spdlog(level));
+  return {name.data(), name.size()};
+}
+
+bool enabled(Level level) {
+  return the_logger().should_log(to_spdlog(level));
+}
+
+void write(Level level, std::string_view line) {
+  the_logger().log(to_spdlog(level), line);
 }
 
 }  // namespace mlrun::log
