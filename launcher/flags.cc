@@ -156,4 +156,23 @@ std::string flags_usage(const FlagTable& table) {
   return out;
 }
 
+std::vector<std::string> parse_comma_list(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::string item;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      item += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      item += ',';
+      ++i;
+    } else {
+      out.push_back(std::move(item));
+      item.clear();
+    }
+  }
+  out.push_back(std::move(item));
+  return out;
+}
+
 }  // namespace mlrun

@@ -79,4 +79,8 @@ std::size_t parse_flags(const FlagTable& table, const std::vector<std::string>& 
 /// value's name and the help, wrapped at 100 columns with the help in a column of its own.
 std::string flags_usage(const FlagTable& table);
 
+/// torchrun's comma list (--duplicate_stdout_filters): "a,b" is two strings, ",," a comma inside
+/// one; "" is none.
+std::vector<std::string> parse_comma_list(std::string_view text);
+
 }  // namespace mlrun

@@ -190,5 +190,17 @@ TEST(Flags, UsageWrapsHelpIntoItsColumn) {
                 std::string(30, 'c') + "\n");
 }
 
+// torchrun's comma_separated_list, as --duplicate_stdout_filters reads it.
+TEST(Flags, CommaListsSplitOnCommasAndKeepDoubledOnes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(parse_comma_list(""), V{});
+  EXPECT_EQ(parse_comma_list("apple"), V{"apple"});
+  EXPECT_EQ(parse_comma_list("apple,orange"), (V{"apple", "orange"}));
+  EXPECT_EQ(parse_comma_list("a,,b,c"), (V{"a,b", "c"}));
+  EXPECT_EQ(parse_comma_list("a,,,b"), (V{"a,", "b"}));
+  EXPECT_EQ(parse_comma_list(",,"), V{","});
+  EXPECT_EQ(parse_comma_list("a,"), (V{"a", ""}));
+}
+
 }  // namespace
 }  // namespace mlrun

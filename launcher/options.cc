@@ -246,6 +246,18 @@ FlagTable torchrun_worker_flags(Options& o, Errors& e) {
        "0,1,...",
        "show only these local ranks on the terminal",
        local_ranks(o.local_ranks_filter, e)},
+      {{"--duplicate_stdout_filters"},
+       "S,...",
+       "also write tee'd stdout lines holding one of these to DIR/attempt_N/filtered_stdout.log",
+       [&o](const std::string&, const std::string& v) {
+         o.duplicate_stdout_filters = parse_comma_list(v);
+       }},
+      {{"--duplicate_stderr_filters"},
+       "S,...",
+       "the same for stderr, to DIR/attempt_N/filtered_stderr.log",
+       [&o](const std::string&, const std::string& v) {
+         o.duplicate_stderr_filters = parse_comma_list(v);
+       }},
       {{"--module", "-m"}, "", "PROGRAM is a Python module (python3 -u -m PROGRAM)", set(o.module)},
       {{"--no_python"}, "", "run PROGRAM as is, even if it ends in .py", set(o.no_python)},
       {{"--run_path"},
@@ -435,6 +447,8 @@ constexpr std::string_view kPetOptions[] = {"--nnodes",
                                             "--redirects",
                                             "--tee",
                                             "--local_ranks_filter",
+                                            "--duplicate_stdout_filters",
+                                            "--duplicate_stderr_filters",
                                             "--node_rank",
                                             "--master_addr",
                                             "--master_port",

@@ -54,6 +54,9 @@ struct Options {
   StreamSpec redirects;
   StreamSpec tee;
   std::optional<std::vector<int>> local_ranks_filter;
+  /// torchrun 2.x's --duplicate_stdout_filters / --duplicate_stderr_filters (its comma list).
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   std::string local_addr;
   bool module = false;
   bool no_python = false;

@@ -371,9 +371,30 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
   }
 }
 
+namespace {
+
+// The attempt's file of a --duplicate_*_filters option, opened once for all of this node's
+// ranks: DIR/attempt_N/filtered_stdout.log, as torchrun 2.x names it.
+std::shared_ptr<const DuplicateLog> duplicate_log(std::shared_ptr<const DuplicateLog>& open,
+                                                  const std::vector<std::string>& needles,
+                                                  const std::string& path) {
+  if (!open) {
+    int fd = open_log_file(path);
+    if (fd < 0) {
+      fmt::print(stderr, "mlrun: warning: {}: no filtered log (a symlink, or not ours?): {}\n",
+                 path, std::strerror(errno));
+    }
+    open = std::make_shared<const DuplicateLog>(fd, needles);
+  }
+  return open;
+}
+
+}  // namespace
+
 WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::string& run_dir,
-                        int attempt, const WorkerSpec& w) {
+                        int attempt, const WorkerSpec& w, DuplicateLogs& duplicates) {
   WorkerRoutes r;
+  if (duplicates.attempt != attempt) duplicates = DuplicateLogs{attempt, nullptr, nullptr};
   int redirected = o.redirects.for_local_rank(w.local_rank);
   int teed = o.tee.for_local_rank(w.local_rank);
   bool shown =
@@ -393,6 +414,15 @@ WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::str
       if (!make_rank_dir(run_dir, attempt, w.rank) || (s.file_fd = open_log_file(path)) < 0) {
         fmt::print(stderr, "mlrun: warning: {}: no log file (a symlink, or not ours?): {}\n", path,
                    std::strerror(errno));
+      }
+      // As torchrun: lines of the streams that are tee'd and shown (the rank directory above
+      // made the attempt's).
+      const auto& needles =
+          stream_bit == 1 ? o.duplicate_stdout_filters : o.duplicate_stderr_filters;
+      if (shown && (teed & stream_bit) && !needles.empty()) {
+        s.duplicate =
+            duplicate_log(stream_bit == 1 ? duplicates.out : duplicates.err, needles,
+                          fmt::format("{}/attempt_{}/filtered_{}", run_dir, attempt, file));
       }
     }
     return s;

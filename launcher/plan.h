@@ -2,6 +2,7 @@
 // network, the hosts; every user error found on the way, reported together.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -108,9 +109,18 @@ void print_dry_run(const Options& o, const LaunchPlan& plan);
 /// One line for --dry-run: who serves PyTorch's TCPStore (--store).
 std::string store_line(const Options& o);
 
+/// This node's files of --duplicate_stdout_filters / --duplicate_stderr_filters in one attempt,
+/// DIR/attempt_N/filtered_{stdout,stderr}.log: opened for its first worker, shared by the rest.
+struct DuplicateLogs {
+  int attempt = -1;
+  std::shared_ptr<const DuplicateLog> out;
+  std::shared_ptr<const DuplicateLog> err;
+};
+
 /// Where a worker's output goes: the terminal (tagged, filtered, redirected as asked) and,
-/// with a log directory, DIR/attempt_N/RANK/{stdout,stderr}.log.
+/// with a log directory, DIR/attempt_N/RANK/{stdout,stderr}.log; the lines of a tee'd stream
+/// that --duplicate_*_filters pick also go to the attempt's file in duplicates.
 WorkerRoutes routes_for(const Options& o, const LaunchPlan& plan, const std::string& run_dir,
-                        int attempt, const WorkerSpec& w);
+                        int attempt, const WorkerSpec& w, DuplicateLogs& duplicates);
 
 }  // namespace mlrun

@@ -77,8 +77,9 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   // An agent's stdin is the head's lifeline, never a worker's: remote ranks read /dev/null.
   job.stdin_to_rank0 = lifeline_fd < 0 && o.stdin_mode != "none";
   NodeHooks hooks;
+  DuplicateLogs duplicates;
   hooks.routes = [&](int attempt, const WorkerSpec& w) {
-    return routes_for(o, plan, run_dir, attempt, w);
+    return routes_for(o, plan, run_dir, attempt, w, duplicates);
   };
   auto error_path = [&](int attempt, int rank) {
     return temporary_dir ? fmt::format("{}/error-{}-{}.json", run_dir, attempt, rank)

@@ -120,6 +120,20 @@ std::size_t console_dropped_lines() {
   return total_dropped;
 }
 
+DuplicateLog::~DuplicateLog() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void DuplicateLog::offer(std::string_view prefix, std::string_view line) const {
+  if (fd_ < 0) return;
+  for (const auto& needle : needles_) {
+    if (line.find(needle) != std::string_view::npos) {
+      write_all(fd_, fmt::format("{}{}\n", prefix, line));  // O_APPEND: whole lines
+      return;
+    }
+  }
+}
+
 StreamOutput::StreamOutput(StreamRoute route, std::size_t tail_lines)
     : route_(std::move(route)), tail_(route_.keep_tail ? tail_lines : 0) {}
 
@@ -129,6 +143,7 @@ StreamOutput::~StreamOutput() {
 
 void StreamOutput::emit(std::string_view line, bool newline) {
   tail_.push(line);
+  if (route_.duplicate && newline) route_.duplicate->offer(route_.prefix, line);
   if (route_.console_fd < 0) return;
   if (route_.retag) {
     pending_.append(route_.retag(line));

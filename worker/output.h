@@ -7,8 +7,10 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mlrun {
 
@@ -62,6 +64,23 @@ bool console_write(int fd, std::string_view data);
 /// Lines dropped by console_write in this process so far.
 std::size_t console_dropped_lines();
 
+/// torchrun 2.x's --duplicate_stdout_filters / --duplicate_stderr_filters: every line that
+/// contains one of the needles is also written, as the console shows it (prefix + line), to one
+/// file, which the streams that hold it share (a node's ranks in one attempt).
+class DuplicateLog {
+ public:
+  DuplicateLog(int fd, std::vector<std::string> needles) : fd_(fd), needles_(std::move(needles)) {}
+  DuplicateLog(const DuplicateLog&) = delete;
+  DuplicateLog& operator=(const DuplicateLog&) = delete;
+  ~DuplicateLog();  ///< Closes the file.
+  /// Writes prefix + line + '\n' in one write() when line holds a needle.
+  void offer(std::string_view prefix, std::string_view line) const;
+
+ private:
+  int fd_;
+  std::vector<std::string> needles_;
+};
+
 /// Where one stream of one worker goes.
 struct StreamRoute {
   int console_fd = -1;  ///< -1: not shown on the terminal.
@@ -71,6 +90,8 @@ struct StreamRoute {
   /// Set: the console text of a line (without its newline), replacing prefix + line; e.g.
   /// re-tagging mpirun's "[1,3]<stdout>:text" as "[3] text". May hold several lines.
   std::function<std::string(std::string_view line)> retag;
+  /// Set: whole lines are also offered to it (--duplicate_stdout_filters).
+  std::shared_ptr<const DuplicateLog> duplicate;
 };
 
 /// One stream of one worker. Console writes are one write() per chunk of whole lines, so lines

@@ -87,5 +87,32 @@ TEST(StreamOutput, FlushesAnUnfinishedLineTaggedAndWithoutANewline) {
   close(console[0]);
 }
 
+// Two ranks' streams share one DuplicateLog (torchrun's filtered_stdout.log): the lines holding a
+// needle, with each stream's prefix, in order; the file closes with the last stream.
+TEST(StreamOutput, DuplicatesTheLinesThatHoldANeedleToASharedFile) {
+  char path[] = "/tmp/mlrun_output_test_XXXXXX";
+  int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  {
+    auto dup = std::make_shared<const DuplicateLog>(file, std::vector<std::string>{"apple", "o,r"});
+    StreamOutput r0(StreamRoute{-1, "[default0]:", -1, false, {}, dup}, 0);
+    StreamOutput r1(StreamRoute{-1, "[default1]:", -1, false, {}, dup}, 0);
+    dup.reset();
+    r0.on_data("an apple\nno match\n");
+    r1.on_data("o,r here\nor not\npine");
+    r1.on_data("apple\n");
+    r0.on_data("apple without a newline");
+    r0.on_eof();
+    r1.on_eof();
+  }
+  EXPECT_EQ(fcntl(file, F_GETFD), -1) << "the file outlived its last stream";
+  int again = open(path, O_RDONLY);
+  EXPECT_EQ(read_all(again),
+            "[default0]:an apple\n[default1]:o,r here\n[default1]:pineapple\n"
+            "[default0]:apple without a newline\n");
+  close(again);
+  unlink(path);
+}
+
 }  // namespace
 }  // namespace mlrun

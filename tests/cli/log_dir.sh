@@ -1,5 +1,6 @@
 # --log_dir: DIR/attempt_N/RANK/{stdout,stderr}.log with each rank's raw output; --redirects keeps
-# a stream off the terminal; --tee shows a redirected stream as well.
+# a stream off the terminal; --tee shows a redirected stream as well; torchrun 2.x's
+# --duplicate_{stdout,stderr}_filters copy the tee'd lines that hold a needle to one file an attempt.
 source "$(dirname "$0")/common.sh"
 
 write_worker talk.sh '
@@ -68,5 +69,37 @@ expect_line "$T/out" "[0] out 0 a"
 ! grep -q 'out 1' "$T/out" || fail "--redirects 1:3: rank 1's stdout reached the terminal"
 expect_line "$T/err" "[0] err 0"
 ! grep -q 'err 1' "$T/err" || fail "--redirects 1:3: rank 1's stderr reached the terminal"
+
+# 6. --duplicate_stdout_filters / --duplicate_stderr_filters (torchrun 2.x, and PET_*): the tee'd
+# lines holding a needle, as the console shows them, in DIR/attempt_N/filtered_{stdout,stderr}.log,
+# one file for the node's ranks; the final line without a newline counts.
+# expect_sorted FILE LINE...: FILE holds exactly these lines, in any order (ranks interleave).
+expect_sorted() {
+  local file=$1
+  shift
+  [ -f "$file" ] || fail "no file $file"
+  [ "$(sort "$file")" = "$(printf '%s\n' "$@" | sort)" ] ||
+    fail "$file holds '$(cat "$file")', expected the lines: $*"
+}
+run_mlrun --nproc_per_node=2 --log_dir "$T/logs_dup" --tee 3 \
+  --duplicate-stdout-filters ' b,newline 1' --duplicate_stderr_filters 'err 1' "$T/talk.sh"
+expect_rc 0
+check_logs "$T/logs_dup"
+expect_sorted "$T/logs_dup/attempt_0/filtered_stdout.log" \
+  "[default0]:out 0 b" "[default1]:out 1 b" "[default1]:no newline 1"
+expect_sorted "$T/logs_dup/attempt_0/filtered_stderr.log" "[default1]:err 1"
+expect_line "$T/out" "[default0]:out 0 a"  # the terminal unchanged
+# From Kubeflow's variables, ",," a comma in a needle; only tee'd streams (stdout here), so no
+# stderr file; each attempt its own file.
+write_worker again.sh '
+echo "attempt $TORCHELASTIC_RESTART_COUNT, rank $RANK"
+[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] || [ "$RANK" != 1 ] || exit 1'
+PET_DUPLICATE_STDOUT_FILTERS='attempt 0,, rank 1,attempt 1,, rank 1' PET_DUPLICATE_STDERR_FILTERS=err \
+  run_mlrun --nproc_per_node=2 --log_dir "$T/logs_pet" --tee 1 --max_restarts 1 "$T/again.sh"
+expect_rc 0
+for a in 0 1; do
+  expect_sorted "$T/logs_pet/attempt_$a/filtered_stdout.log" "[default1]:attempt $a, rank 1"
+  [ ! -e "$T/logs_pet/attempt_$a/filtered_stderr.log" ] || fail "a filtered stderr file, not tee'd"
+done
 assert_no_marker_left
 echo PASS
