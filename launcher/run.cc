@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -137,26 +139,63 @@ RendezvousPlan plan_rendezvous(const Options& o, const LaunchPlan& plan) {
 
 // A node started by hand (torchrun style, a Kubeflow pod) whose own plan failed: the other nodes
 // would wait for it up to the join timeout. It aborts the job through the rendezvous with its
-// errors, so that every node ends at once saying why; it waits up to kTellBound (or the join
-// timeout, if shorter) for the server (its node may start later). Node 0 serves nothing yet and can
-// tell nobody; an elastic job goes on without this node; the per-node Slurm mode ends its step
-// instead (end_step_early).
+// errors, so that every node ends at once saying why, within kTellBound (or the join timeout, if
+// shorter): a node that joins waits that long for the server (its node may start later); node 0
+// (the endpoint's owner) serves the rendezvous that long only to answer every join with the
+// abort, and ends as soon as every other node has been told. An elastic job goes on without
+// this node; the per-node Slurm mode ends its step instead (end_step_early).
 constexpr std::chrono::seconds kTellBound{30};
+
+// Node 0's part: true when it served (told everyone or waited out its bound), false when
+// another process already serves the endpoint (then it joins that one's, as the others do).
+bool tell_by_serving(const Options& o, const RendezvousPlan& r, const std::string& reason,
+                     std::chrono::milliseconds bound) {
+  const std::string job_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's.
+  std::optional<rendezvous::Server> server;
+  try {
+    server.emplace(rendezvous::Server::start({r.listen_host, r.port, r.token, job_id}));
+  } catch (const rendezvous::ConnectionError& e) {
+    if (!o.rdzv_endpoint.empty()) return false;  // Another node on the endpoint's host serves.
+    fmt::print(stderr,
+               "mlrun: warning: could not serve the rendezvous to abort the job ({}): the "
+               "other nodes wait for this one up to the join timeout\n",
+               e.what());
+    return true;
+  }
+  server->abort(reason);
+  const std::size_t others = static_cast<std::size_t>(o.nnodes_max - 1);
+  fmt::print(stderr,
+             "mlrun: serving the rendezvous on {}:{} up to {} s only to abort the job, so that the "
+             "other nodes do not wait for this one\n",
+             r.listen_host, server->port(), bound.count() / 1000);
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (server->aborted_joins() < others && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (std::size_t told = server->aborted_joins(); told < others) {
+    fmt::print(stderr,
+               "mlrun: warning: {} of the {} other nodes joined in {} s and were told; the rest "
+               "wait for this one up to the join timeout\n",
+               told, others, bound.count() / 1000);
+  }
+  return true;
+}
 
 void tell_the_other_nodes(const Options& o, const LaunchPlan& plan) {
   if (o.nnodes_max < 2 || o.nnodes_min != o.nnodes_max || on_hosts(o) || !o.slurm_step.empty()) {
     return;
   }
   RendezvousPlan r = plan_rendezvous(o, plan);
-  if (r.serve) return;
   const std::string who =
       o.rdzv_endpoint.empty() ? fmt::format("node {} ({})", o.node_rank, host_name()) : host_name();
   std::string reason = fmt::format("{} cannot start: {}", who, plan.node_errors.front());
   if (plan.node_errors.size() > 1)
     reason += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
+  const auto bound = std::min<std::chrono::milliseconds>(kTellBound, plan.rdzv.join_timeout);
+  if (r.serve && tell_by_serving(o, r, reason, bound)) return;
   rendezvous::ClientOptions options;
   options.job_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's, for these nodes.
-  options.connect_timeout = std::min<std::chrono::milliseconds>(kTellBound, plan.rdzv.join_timeout);
+  options.connect_timeout = bound;
   options.timeout = std::chrono::seconds(10);
   fmt::print(stderr,
              "mlrun: aborting the job through the rendezvous at {}, so that the other "

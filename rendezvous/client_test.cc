@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -256,6 +257,31 @@ TEST(ClientServer, ServerAbortCallsOnAbortOnce) {
   EXPECT_THROW(c.heartbeat(), AbortedError);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(reason, "launcher says stop");
+}
+
+// A launcher that aborts at its start (node 0 whose own plan failed) counts the joins told of
+// it: one held when the abort came and those after it; other requests do not count.
+TEST(ClientServer, ServerCountsTheJoinsAnsweredWithTheAbort) {
+  std::promise<void> joined;
+  ServerOptions o{"127.0.0.1", 0, kClientToken};
+  o.on_join = [&](std::string_view, std::uint32_t, std::uint32_t, std::uint64_t) {
+    joined.set_value();
+  };
+  Server s = Server::start(std::move(o));
+  std::thread held([&] {
+    Client c = Client::connect(s.endpoint(), kClientToken, client_options());
+    EXPECT_THROW(c.join_node(3, 1, 1, 10s), AbortedError);
+  });
+  joined.get_future().wait();  // The join is held on the server.
+  EXPECT_EQ(s.aborted_joins(), 0u);
+  s.abort("node 0 cannot start");
+  held.join();
+  EXPECT_EQ(s.aborted_joins(), 1u);
+  Client late = Client::connect(s.endpoint(), kClientToken, client_options());
+  EXPECT_THROW(late.get("x", 1s), AbortedError);
+  EXPECT_EQ(s.aborted_joins(), 1u);
+  EXPECT_THROW(late.join_node(3, 1, 2, 1s), AbortedError);
+  EXPECT_EQ(s.aborted_joins(), 2u);
 }
 
 // The server reports each join of a group as it takes it: members so far, size, weights so far;

@@ -334,6 +334,7 @@ void ServerCore::Impl::on_frame(const ConnPtr& c, std::span<const std::uint8_t> 
     return;
   }
   if (aborted_ && h.op != static_cast<std::uint8_t>(Op::kAbort)) {
+    aborted_joins_ += h.op == static_cast<std::uint8_t>(Op::kJoin);
     reply(c, encode_error(h.op, h.request_id, Status::kAborted, *aborted_));
     return;
   }
@@ -384,6 +385,7 @@ void ServerCore::Impl::abort(std::string_view reason) {
   for (auto& c : held) {
     Op op = c->held_op;
     std::uint32_t id = c->held_id;
+    aborted_joins_ += op == Op::kJoin;
     unhold(*c);
     reply(c, encode_error(static_cast<std::uint8_t>(op), id, Status::kAborted, *aborted_));
   }
@@ -435,6 +437,9 @@ std::optional<std::string> ServerCore::aborted() const {
 }
 std::size_t ServerCore::connections() const {
   return impl_->connections();
+}
+std::size_t ServerCore::aborted_joins() const {
+  return impl_->aborted_joins();
 }
 std::size_t ServerCore::torch_refused() const {
   return impl_->torch_refused();
@@ -510,6 +515,12 @@ std::string Server::endpoint() const {
 void Server::abort(std::string_view reason) {
   if (!impl_) return;
   impl_->run_on_loop([&] { impl_->core->abort(reason); });
+}
+
+std::size_t Server::aborted_joins() const {
+  std::size_t n = 0;
+  if (impl_) impl_->run_on_loop([&] { n = impl_->core->aborted_joins(); });
+  return n;
 }
 
 void Server::stop() {

@@ -57,6 +57,9 @@ class ServerCore {
   void clear_abort();
   /// The abort reason, if the job is aborted.
   std::optional<std::string> aborted() const;
+  /// Joins answered with the abort, held ones included: each a node (or process) that learned
+  /// of it while joining.
+  std::size_t aborted_joins() const;
 
   /// Connections open now (authenticated or not).
   std::size_t connections() const;

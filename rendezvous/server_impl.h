@@ -208,6 +208,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void abort(std::string_view reason);
   void clear_abort() { aborted_.reset(); }
   const std::optional<std::string>& aborted() const { return aborted_; }
+  std::size_t aborted_joins() const { return aborted_joins_; }
   std::size_t connections() const { return conns_.size(); }
   std::size_t torch_refused() const { return torch_refused_; }
   std::size_t held_requests() const {
@@ -396,6 +397,7 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   std::string endpoint_;
   bool stopped_ = false;
   std::optional<std::string> aborted_;
+  std::size_t aborted_joins_ = 0;  // Joins answered with the abort (ServerCore::aborted_joins).
   std::chrono::steady_clock::time_point last_accept_error_log_{};
 
   std::unordered_map<Conn*, ConnPtr> conns_;

@@ -152,6 +152,9 @@ class MLRUN_RDZV_EXPORT Server {
   std::string endpoint() const;
   /// Aborts the job: every waiter and every later request gets AbortedError(reason).
   void abort(std::string_view reason);
+  /// Joins (Client::join, join_node) answered with the abort so far, held ones included: a
+  /// launcher that aborted at its start can wait until every node has learned of it.
+  std::size_t aborted_joins() const;
   /// Stops serving and closes every connection; waits for the server thread. Idempotent.
   void stop();
 
