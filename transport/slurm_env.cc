@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -200,6 +202,9 @@ std::string slurm_signal_note(const std::string& job_id) {
       job_id);
 }
 
+// How long a node that ends its step waits before it signals the step (end_step_early).
+constexpr std::chrono::milliseconds kStepOutputGrace{300};
+
 void end_step_early(const Options& o) {
   if (o.slurm_step.empty() || o.nnodes_max < 2 || o.nnodes_min != o.nnodes_max) return;
   fmt::print(stderr,
@@ -208,6 +213,10 @@ void end_step_early(const Options& o) {
              o.slurm_step, o.node_rank);
   // The step's SIGTERM reaches this task too: it has said why it ends, and ends with its code.
   signal(SIGTERM, SIG_IGN);
+  // Slurm's I/O forwarding needs a moment to carry the lines above (and the other tasks' lines)
+  // to srun: a step signalled at once lost every task's output in about one run of six
+  // (tests/slurm/srun_node_fails.sh), which left the user without the reason.
+  std::this_thread::sleep_for(kStepOutputGrace);
   BoundedRun r;
   try {
     std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
