@@ -208,19 +208,23 @@ constexpr std::chrono::milliseconds kStepOutputGrace{300};
 void end_step_early(const Options& o) {
   if (o.slurm_step.empty() || o.nnodes_max < 2 || o.nnodes_min != o.nnodes_max) return;
   fmt::print(stderr,
-             "mlrun: ending Slurm step {} (scancel --signal=TERM): node {} failed before it "
+             "mlrun: ending Slurm step {} (scancel {}): node {} failed before it "
              "joined the job, and the other nodes would wait for it up to the join timeout\n",
-             o.slurm_step, o.node_rank);
+             o.slurm_step, o.slurm_step, o.node_rank);
   // The step's SIGTERM reaches this task too: it has said why it ends, and ends with its code.
   signal(SIGTERM, SIG_IGN);
   // Slurm's I/O forwarding needs a moment to carry the lines above (and the other tasks' lines)
   // to srun: a step signalled at once lost every task's output in about one run of six
   // (tests/slurm/srun_node_fails.sh), which left the user without the reason.
   std::this_thread::sleep_for(kStepOutputGrace);
+  // A cancel, not `scancel --signal=TERM`: that one goes straight to each node's slurmd, once,
+  // and a task that was still starting there under load never got it (its node then waited
+  // up to the join timeout, in about one CI run of two). A cancel is slurmctld's: the step ends
+  // on every node (SIGTERM, SIGKILL after KillWait), tasks that start late included.
   BoundedRun r;
   try {
     std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
-    r = run_bounded({resolve_program("scancel", path), "--signal=TERM", o.slurm_step}, 10);
+    r = run_bounded({resolve_program("scancel", path), o.slurm_step}, 10);
   } catch (const SpawnError& e) {
     r.error = e.what();
   }
@@ -229,7 +233,7 @@ void end_step_early(const Options& o) {
                     ((WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) ||
                      (WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM));
   if (!sent) {
-    fmt::print(stderr, "mlrun: warning: scancel --signal=TERM {} failed{}: {}\n", o.slurm_step,
+    fmt::print(stderr, "mlrun: warning: scancel {} failed{}: {}\n", o.slurm_step,
                r.timed_out ? " (no answer in 10 s)" : "", !r.error.empty() ? r.error : r.err);
   }
 }

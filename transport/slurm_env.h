@@ -63,7 +63,7 @@ std::string slurm_signal_note(const std::string& job_id);
 /// The per-node mode's answer to a node that fails before it joins (its plan fails there, a
 /// program missing on that node; node 0 cannot serve the rendezvous, its port taken): the
 /// other nodes, which Slurm does not tell, would wait for it up to the join timeout (600 s).
-/// Ends step o.slurm_step with `scancel --signal=TERM` (10 s at most), saying so; SIGTERM is
+/// Ends step o.slurm_step with `scancel JOB.STEP` (10 s at most), saying so; SIGTERM is
 /// ignored here from then on. Does nothing outside that mode, with one node, or when elastic
 /// (the others go on without this node).
 void end_step_early(const Options& o);

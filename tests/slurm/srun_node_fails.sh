@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The per-node mode when one node fails before it joins: Slurm does not tell the other tasks,
 # which would wait for it up to the join timeout (600 s, as torchrun's). The failing node ends the
-# step (scancel --signal=TERM) and says so; the step ends at once, nothing is left on any node.
+# step (scancel JOB.STEP) and says so; the step ends at once, nothing is left on any node.
 #  1. Node 0 cannot serve the rendezvous: another process (a neighbour's job) has the step's port
 #     on sn01. Nodes 1 and 2 would otherwise wait for an answer from that process.
 #  2. Node 2's program is missing there (a node-local path), while nodes 0 and 1 have theirs.
@@ -32,7 +32,7 @@ export T MLRUN
 in_t salloc -N3 -J "$MARKER" -Q timeout 60 bash "$T/squat.sh" >"$T/out" 2>&1 || rc=$?
 [ $rc -ne 124 ] || fail "the step did not end within 60 s of node 0's failure: $(cat "$T/out")"
 expect_grep "$T/out" "^mlrun: error: cannot serve the rendezvous on 10\.78\.0\.11:[0-9]+: .*Address already in use"
-expect_grep "$T/out" "^mlrun: ending Slurm step [0-9]+\.1 \(scancel --signal=TERM\): node 0 failed before it joined"
+expect_grep "$T/out" "^mlrun: ending Slurm step [0-9]+\.1 \(scancel [0-9]+\.1\): node 0 failed before it joined"
 expect_grep "$T/out" "^srun rc=[1-9]"
 expect_no_grep "$T/out" "^\[[0-9]\] rank"
 expect_no_grep "$T/out" "warning: scancel"
@@ -45,7 +45,7 @@ in_t salloc -N3 -J "$MARKER" -Q timeout 60 srun -N3 --ntasks-per-node=1 \
 [ $rc -ne 124 ] || fail "the step did not end within 60 s of node 2's failure: $(cat "$T/out2")"
 [ $rc -ne 0 ] || fail "the step succeeded without node 2: $(cat "$T/out2")"
 expect_grep "$T/out2" "^mlrun: error: .*/w-sn03: No such file or directory"
-expect_grep "$T/out2" "^mlrun: ending Slurm step [0-9]+\.0 \(scancel --signal=TERM\): node 2 failed before it joined"
+expect_grep "$T/out2" "^mlrun: ending Slurm step [0-9]+\.0 \(scancel [0-9]+\.0\): node 2 failed before it joined"
 expect_no_grep "$T/out2" "^\[[0-9]\] rank"
 assert_no_job_left 15
 # 3.
