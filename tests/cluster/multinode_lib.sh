@@ -29,7 +29,19 @@ unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE RO
   TORCHELASTIC_ERROR_FILE MLRUN_JOB_ID MLRUN_BACKEND MLRUN_RDZV_ENDPOINT MLRUN_RDZV_TOKEN
 
 # random_port: the rendezvous port of nodes started by hand.
-random_port() { echo $((20000 + (RANDOM * 7 + $$) % 20000)); }
+random_port() {
+  # Below the kernel's ephemeral range (32768 on): a port picked in it can be some outgoing
+  # connection's local port on the host, and then the endpoint's owner cannot listen on it and
+  # joins instead: most likely why cluster.elastic_link_down once saw every node wait for a
+  # server in CI (nothing listened on the endpoint, its owner included).
+  local lo _
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+  if ((lo - 20000 > 1000)); then
+    echo $((20000 + (RANDOM * 7 + $$) % (lo - 20000)))
+  else
+    echo $((20000 + (RANDOM * 7 + $$) % 20000))
+  fi
+}
 
 # start_mlrun_on I ARGS...: mlrun ARGS on host I (cluster.sh exec), from $T, in the background;
 # its output in $T/nodeI.out, its pid in NODE_PIDS[I]. Job control is on around it, as in
