@@ -60,6 +60,11 @@ Apply text(std::string& field) {
   return [&field](const std::string&, const std::string& v) { field = v; };
 }
 
+// torchrun's comma list (parse_comma_list).
+Apply comma_list(std::vector<std::string>& field) {
+  return [&field](const std::string&, const std::string& v) { field = parse_comma_list(v); };
+}
+
 Apply set(bool& field) {
   return [&field](const std::string&, const std::string&) { field = true; };
 }
@@ -249,15 +254,11 @@ FlagTable torchrun_worker_flags(Options& o, Errors& e) {
       {{"--duplicate_stdout_filters"},
        "S,...",
        "also write tee'd stdout lines holding one of these to DIR/attempt_N/filtered_stdout.log",
-       [&o](const std::string&, const std::string& v) {
-         o.duplicate_stdout_filters = parse_comma_list(v);
-       }},
+       comma_list(o.duplicate_stdout_filters)},
       {{"--duplicate_stderr_filters"},
        "S,...",
        "the same for stderr, to DIR/attempt_N/filtered_stderr.log",
-       [&o](const std::string&, const std::string& v) {
-         o.duplicate_stderr_filters = parse_comma_list(v);
-       }},
+       comma_list(o.duplicate_stderr_filters)},
       {{"--module", "-m"}, "", "PROGRAM is a Python module (python3 -u -m PROGRAM)", set(o.module)},
       {{"--no_python"}, "", "run PROGRAM as is, even if it ends in .py", set(o.no_python)},
       {{"--run_path"},

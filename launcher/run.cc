@@ -148,9 +148,8 @@ constexpr std::chrono::seconds kTellBound{30};
 
 // Node 0's part: true when it served (told everyone or waited out its bound), false when
 // another process already serves the endpoint (then it joins that one's, as the others do).
-bool tell_by_serving(const Options& o, const RendezvousPlan& r, const std::string& reason,
-                     std::chrono::milliseconds bound) {
-  const std::string job_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's.
+bool tell_by_serving(const Options& o, const RendezvousPlan& r, const std::string& job_id,
+                     const std::string& reason, std::chrono::milliseconds bound) {
   std::optional<rendezvous::Server> server;
   try {
     server.emplace(rendezvous::Server::start({r.listen_host, r.port, r.token, job_id}));
@@ -192,9 +191,11 @@ void tell_the_other_nodes(const Options& o, const LaunchPlan& plan) {
   if (plan.node_errors.size() > 1)
     reason += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
   const auto bound = std::min<std::chrono::milliseconds>(kTellBound, plan.rdzv.join_timeout);
-  if (r.serve && tell_by_serving(o, r, reason, bound)) return;
+  const std::string job_id =
+      o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's, for these nodes.
+  if (r.serve && tell_by_serving(o, r, job_id, reason, bound)) return;
   rendezvous::ClientOptions options;
-  options.job_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's, for these nodes.
+  options.job_id = job_id;
   options.connect_timeout = bound;
   options.timeout = std::chrono::seconds(10);
   fmt::print(stderr,

@@ -202,7 +202,7 @@ std::string slurm_signal_note(const std::string& job_id) {
       job_id);
 }
 
-// How long a node that ends its step waits before it signals the step (end_step_early).
+// How long a node that ends its step waits before it cancels the step (end_step_early).
 constexpr std::chrono::milliseconds kStepOutputGrace{300};
 
 void end_step_early(const Options& o) {
@@ -214,13 +214,13 @@ void end_step_early(const Options& o) {
   // The step's SIGTERM reaches this task too: it has said why it ends, and ends with its code.
   signal(SIGTERM, SIG_IGN);
   // Slurm's I/O forwarding needs a moment to carry the lines above (and the other tasks' lines)
-  // to srun: a step signalled at once lost every task's output in about one run of six
+  // to srun: a step cancelled at once lost every task's output in about one run of six
   // (tests/slurm/srun_node_fails.sh), which left the user without the reason.
   std::this_thread::sleep_for(kStepOutputGrace);
   // A cancel, not `scancel --signal=TERM`: that one goes straight to each node's slurmd, once,
-  // and a task that was still starting there under load never got it (its node then waited
-  // up to the join timeout, in about one CI run of two). A cancel is slurmctld's: the step ends
-  // on every node (SIGTERM, SIGKILL after KillWait), tasks that start late included.
+  // and in two CI runs a task on a loaded node never ended (most likely it was still starting);
+  // its node then waits up to the join timeout. A cancel is slurmctld's: the step ends on every
+  // node (SIGTERM, then SIGKILL after KillWait).
   BoundedRun r;
   try {
     std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
