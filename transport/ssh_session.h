@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -88,6 +89,9 @@ class SshSession {
   const std::string& host() const;
   /// This machine's address on the connection (how the remote host sees us), e.g. "10.0.0.1".
   std::string local_address() const;
+  /// An int socket option of the connection (getsockopt), e.g. IPPROTO_TCP / TCP_NODELAY;
+  /// nullopt when it cannot be read. For tests and diagnostics (tests/cluster/ssh_probe.cc).
+  std::optional<int> socket_option(int level, int name) const;
 
   /// Runs command (through the remote user's shell) and blocks until it ends. Writes
   /// stdin_data to its stdin, then sends EOF; copies its stdout / stderr bytes to the given

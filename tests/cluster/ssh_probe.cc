@@ -4,6 +4,9 @@
 //
 //   ssh_probe [--timeout MS] connect HOST...
 //       Connects to every host at once; prints "HOST: ok" or the error, one line each.
+//   ssh_probe [--timeout MS] sockopts HOST...
+//       As connect, then "HOST: nodelay=N keepalive=N" (the connection's TCP_NODELAY and
+//       SO_KEEPALIVE, -1 when unreadable).
 //   ssh_probe [--timeout MS] [--close-stdin] [--stop-after MS] run COMMAND HOST...
 //       Runs COMMAND on every host as RemoteCommands, payload = this program's stdin (read to
 //       EOF first). Prints each output line as "HOST out|err: LINE", then "HOST status: ..."
@@ -12,7 +15,10 @@
 //       SshSession::run with this program's stdout / stderr; exits with the remote status.
 //
 // Exit: 0 when every host connected (and, for run, every command exited 0); 1 otherwise.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -122,7 +128,7 @@ int run_all(std::vector<SshSession> sessions, const std::string& command,
 
 int usage() {
   std::cerr << "usage: ssh_probe [--timeout MS] [--close-stdin] [--stop-after MS] "
-               "connect HOST... | run COMMAND HOST... | run-sync COMMAND HOST\n";
+               "connect HOST... | sockopts HOST... | run COMMAND HOST... | run-sync COMMAND HOST\n";
   return 2;
 }
 
@@ -153,7 +159,7 @@ int main(int argc, char** argv) {
   if (mode == "run" || mode == "run-sync") {
     if (i >= argc) return usage();
     command = argv[i++];
-  } else if (mode != "connect") {
+  } else if (mode != "connect" && mode != "sockopts") {
     return usage();
   }
   std::vector<mlrun::SshTarget> targets;
@@ -161,7 +167,7 @@ int main(int argc, char** argv) {
   if (targets.empty()) return usage();
 
   std::string payload;
-  if (mode != "connect") {
+  if (mode != "connect" && mode != "sockopts") {
     payload.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
 
@@ -175,11 +181,17 @@ int main(int argc, char** argv) {
     } else {
       auto& s = std::get<SshSession>(r);
       if (mode == "connect") std::cout << s.host() << ": ok\n";
+      if (mode == "sockopts") {
+        std::cout << s.host()
+                  << ": nodelay=" << s.socket_option(IPPROTO_TCP, TCP_NODELAY).value_or(-1)
+                  << " keepalive=" << s.socket_option(SOL_SOCKET, SO_KEEPALIVE).value_or(-1)
+                  << "\n";
+      }
       sessions.push_back(std::move(s));
     }
   }
   std::cout.flush();
-  if (mode == "connect" || rc != 0) return rc;
+  if (mode == "connect" || mode == "sockopts" || rc != 0) return rc;
   if (mode == "run-sync") {
     RemoteExit e = sessions.at(0).run(command, payload, STDOUT_FILENO, STDERR_FILENO);
     if (!e.error.empty()) std::cerr << "ssh_probe: " << e.error << "\n";

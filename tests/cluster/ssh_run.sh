@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The libssh wrapper runs one command on 3 hosts at once: stdin payload delivered, stdout and
 # stderr kept apart and whole, each host's exit status right (also through SshSession::run).
+# Each connection has TCP_NODELAY and keepalive set.
 source "$(dirname "$0")/lib.sh"
 need_probe
 out=$(printf 'token-123\nsecond line\n' | "$PROBE" run \
@@ -45,4 +46,10 @@ expect_in "$sync_out" "on host2"
 # A command killed by a signal reports the signal.
 out=$("$PROBE" run 'kill -TERM $$' host3 </dev/null) && fail "a signalled command succeeded"
 expect_in "$out" "host3 status: exit=-1 signal=TERM"
-echo "ok: output, payload and exit statuses on 3 hosts"
+
+# Every connection has TCP_NODELAY (the handshake's and the hand-over's small writes must not
+# wait for delayed ACKs: ~40 ms a launch under Nagle's algorithm) and TCP keepalive.
+out=$("$PROBE" sockopts host1 host2)
+expect_in "$out" "host1: nodelay=1 keepalive=1"
+expect_in "$out" "host2: nodelay=1 keepalive=1"
+echo "ok: output, payload and exit statuses on 3 hosts; TCP_NODELAY and keepalive set"
