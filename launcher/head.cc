@@ -177,7 +177,10 @@ bool is_local_host(const std::string& host) {
                : inet_pton(AF_INET6, host.c_str(), bytes) == 1 ? AF_INET6
                                                                : 0;
   if (family == 0) return false;
-  for (const auto& i : list_interfaces()) {
+  // Read once: a hostfile's every host is asked, and each reading walks every interface and its
+  // files in /sys (with many interfaces, e.g. a host's veths, the head's largest cost a host).
+  static const std::vector<NetInterface> interfaces = list_interfaces();
+  for (const auto& i : interfaces) {
     for (const auto& a : i.addresses) {
       if (a.family == family && std::memcmp(a.bytes, bytes, family == AF_INET ? 4 : 16) == 0) {
         return true;

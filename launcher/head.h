@@ -34,7 +34,7 @@ HostPlan plan_hosts(const Options& options,
                     const std::function<bool(const std::string&)>& is_local);
 
 /// Whether host names this machine: localhost, a loopback address, its host name, or one of
-/// its interface addresses.
+/// its interface addresses (read at the first call, once for the process).
 bool is_local_host(const std::string& host);
 
 /// Reports of lost agents to the job, up to the job's end. The relay thread reports; the head
