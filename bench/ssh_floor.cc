@@ -3,7 +3,10 @@
 // and runs `hostname` once per slot, with nothing else. mlrun's multi-host launch is measured
 // against this and against `mpirun --hostfile` on the same hosts (bench/ssh_floor.sh).
 //
-//   ssh_floor [--slots N] [--repeat R] [--timeout MS] HOST...
+//   ssh_floor [--slots N] [--repeat R] [--timeout MS] [--nodelay] HOST...
+//
+// --nodelay sets TCP_NODELAY (SSH_OPTIONS_NODELAY) on each connection, as mlrun does since
+// 2026-12-04; without it, libssh's default (Nagle's algorithm on) as before.
 //
 // Reads ~/.ssh (from $HOME) like mlrun. Prints one line per repeat, "hosts=H slots=S
 // seconds=T", and exits non-zero when any host fails or prints the wrong number of lines.
@@ -21,6 +24,9 @@
 
 namespace {
 
+const char* const kUsage =
+    "usage: ssh_floor [--slots N] [--repeat R] [--timeout MS] [--nodelay] HOST...\n";
+
 void discard_log(int, const char*, const char*, void*) {}
 
 struct HostResult {
@@ -31,7 +37,8 @@ struct HostResult {
 
 // Connects, checks the host key, authenticates and runs command; everything libssh needs for
 // one remote command, nothing more.
-HostResult run_on(const std::string& host, const std::string& command, long timeout_ms) {
+HostResult run_on(const std::string& host, const std::string& command, long timeout_ms,
+                  bool nodelay) {
   ssh_set_log_callback(discard_log);  // thread-local in libssh
   HostResult r;
   ssh_session s = ssh_new();
@@ -45,6 +52,8 @@ HostResult run_on(const std::string& host, const std::string& command, long time
   long seconds = timeout_ms / 1000, usec = (timeout_ms % 1000) * 1000;
   ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &seconds);
   ssh_options_set(s, SSH_OPTIONS_TIMEOUT_USEC, &usec);
+  int on = nodelay ? 1 : 0;
+  ssh_options_set(s, SSH_OPTIONS_NODELAY, &on);
   ssh_channel ch = nullptr;
   if (ssh_connect(s) != SSH_OK) {
     r.error = std::string("connect: ") + ssh_get_error(s);
@@ -72,6 +81,7 @@ HostResult run_on(const std::string& host, const std::string& command, long time
 int main(int argc, char** argv) {
   int slots = 2, repeat = 1;
   long timeout_ms = 10000;
+  bool nodelay = false;
   std::vector<std::string> hosts;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -81,15 +91,17 @@ int main(int argc, char** argv) {
       repeat = std::atoi(argv[++i]);
     } else if (a == "--timeout" && i + 1 < argc) {
       timeout_ms = std::atol(argv[++i]);
+    } else if (a == "--nodelay") {
+      nodelay = true;
     } else if (a.starts_with("-")) {
-      std::fprintf(stderr, "usage: ssh_floor [--slots N] [--repeat R] [--timeout MS] HOST...\n");
+      std::fputs(kUsage, stderr);
       return 2;
     } else {
       hosts.push_back(a);
     }
   }
   if (hosts.empty() || slots < 1 || repeat < 1) {
-    std::fprintf(stderr, "usage: ssh_floor [--slots N] [--repeat R] [--timeout MS] HOST...\n");
+    std::fputs(kUsage, stderr);
     return 2;
   }
   // One exec per host starts every slot's `hostname`, as a launcher's per-host agent would.
@@ -104,7 +116,7 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> threads;
     for (size_t h = 0; h < hosts.size(); ++h) {
-      threads.emplace_back([&, h] { results[h] = run_on(hosts[h], command, timeout_ms); });
+      threads.emplace_back([&, h] { results[h] = run_on(hosts[h], command, timeout_ms, nodelay); });
     }
     for (auto& t : threads) t.join();
     double seconds =

@@ -2,6 +2,8 @@
 # Issue 4's launch benchmark on the namespace cluster: for 3 and 8 hosts (2 slots each), the
 # median wall time of running `hostname` on every slot with
 #   floor    bench/ssh_floor: libssh, every host at once, one exec running `hostname` per slot
+#   floornd  the same with --nodelay: TCP_NODELAY on each connection, as mlrun sets it (Nagle's
+#            algorithm and delayed ACKs cost libssh's default ~40 ms a launch)
 #   mlrun    mlrun --hostfile FILE hostname (the rendezvous, an agent per host over libssh,
 #            2 workers per agent, output relayed): the tool under test
 #   mpirun   mpirun --hostfile (Open MPI over ssh), `hostname` on every slot, when installed
@@ -106,6 +108,8 @@ for n in $sizes; do
   for ((r = 0; r < repeats; r++)); do
     # shellcheck disable=SC2086
     time_it floor "$floor_bin" --slots 2 $hosts
+    # shellcheck disable=SC2086
+    time_it floornd "$floor_bin" --nodelay --slots 2 $hosts
     time_it mlrun "$MLRUN" --tree_width 1000 --hostfile "$hostfile" hostname
     check_mlrun_output
     if [ -n "$MLRUN_OLD" ]; then
@@ -127,35 +131,38 @@ for n in $sizes; do
       time_it wrapper "$MLRUN_SSH_PROBE" run 'hostname & hostname & wait' $hosts </dev/null
     fi
   done
-  for tool in floor mlrun old tree mpirun openssh wrapper; do
+  for tool in floor floornd mlrun old tree mpirun openssh wrapper; do
     [ -s "$results/$tool.$n" ] || continue
     printf '%s hosts  %-8s %s\n' "$n" "$tool" "$(summary_of "$results/$tool.$n")"
   done
   echo
 done
 
-# mlrun against the floor and mpirun, and how each grows from the first size to the last.
-printf '%-6s %-9s %-9s %-9s %-9s %-9s %-13s %-13s %-13s %-13s\n' hosts floor mlrun old tree mpirun \
-  mlrun/floor old/floor mlrun/mpirun tree/floor
+# mlrun against the floors and mpirun, and how each grows from the first size to the last.
+printf '%-6s %-9s %-9s %-9s %-9s %-9s %-9s %-13s %-14s %-13s %-13s %-13s\n' hosts floor floornd mlrun \
+  old tree mpirun mlrun/floor mlrun/floornd old/floor tree/floor mlrun/mpirun
 for n in $sizes; do
   f=$(median_of "$results/floor.$n")
+  d=$(median_of "$results/floornd.$n")
   m=$(median_of "$results/mlrun.$n")
   t=$([ -s "$results/tree.$n" ] && median_of "$results/tree.$n" || echo -)
   o=$([ -s "$results/old.$n" ] && median_of "$results/old.$n" || echo -)
   p=$([ -s "$results/mpirun.$n" ] && median_of "$results/mpirun.$n" || echo -)
-  awk -v n="$n" -v f="$f" -v m="$m" -v o="$o" -v t="$t" -v p="$p" 'BEGIN {
-    printf "%-6s %-9s %-9s %-9s %-9s %-9s %-13s %-13s %-13s %-13s\n", n, f, m, o, t, p,
-      sprintf("%.2fx", m / f), (o == "-" ? "-" : sprintf("%.2fx", o / f)),
-      (p == "-" ? "-" : sprintf("%.2fx", m / p)), (t == "-" ? "-" : sprintf("%.2fx", t / f)) }'
+  awk -v n="$n" -v f="$f" -v d="$d" -v m="$m" -v o="$o" -v t="$t" -v p="$p" 'BEGIN {
+    printf "%-6s %-9s %-9s %-9s %-9s %-9s %-9s %-13s %-14s %-13s %-13s %-13s\n", n, f, d, m, o, t,
+      p, sprintf("%.2fx", m / f), sprintf("%.2fx", m / d), (o == "-" ? "-" : sprintf("%.2fx", o / f)),
+      (t == "-" ? "-" : sprintf("%.2fx", t / f)), (p == "-" ? "-" : sprintf("%.2fx", m / p)) }'
 done
 set -- $sizes
 if [ $# -ge 2 ]; then
   first=$1
   last=${!#}
   awk -v a="$(median_of "$results/floor.$first")" -v b="$(median_of "$results/floor.$last")" \
+    -v e="$(median_of "$results/floornd.$first")" -v f="$(median_of "$results/floornd.$last")" \
     -v c="$(median_of "$results/mlrun.$first")" -v d="$(median_of "$results/mlrun.$last")" \
     -v x="$first" -v y="$last" 'BEGIN {
-      printf "growth %s -> %s hosts: floor +%.3f s, mlrun +%.3f s\n", x, y, b - a, d - c }'
+      printf "growth %s -> %s hosts: floor +%.3f s, floornd +%.3f s, mlrun +%.3f s\n", x, y, b - a,
+        f - e, d - c }'
   if [ -n "$MLRUN_OLD" ]; then
     awk -v a="$(median_of "$results/old.$first")" -v b="$(median_of "$results/old.$last")" \
       'BEGIN { printf "  old +%.3f s\n", b - a }'
