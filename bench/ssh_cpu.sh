@@ -5,7 +5,8 @@
 # cluster (bench/ssh_floor.sh's setup: 2 slots a host, `hostname` on each). With many hosts on few cores the wall time is the
 # machine's CPU time spread over its cores; on as many cores as hosts it is not.
 #   bench/ssh_cpu.sh SSH_FLOOR_BINARY [REPEATS]     (root; MLRUN, SIZES as in ssh_floor.sh)
-# VV_DIR=DIR also keeps one `mlrun -vv` log a size there (DIR/vv_N.log), to read the timeline.
+# VV_DIR=DIR also keeps VV_RUNS (default 1) `mlrun -vv` logs a size there (DIR/vv_N_K.log), to
+# read the timeline: each connect, the hand-over, each agent up, the join, the job's end.
 set -euo pipefail
 floor_bin=${1:?usage: ssh_cpu.sh SSH_FLOOR_BINARY [REPEATS]}
 repeats=${2:-7}
@@ -26,8 +27,10 @@ for n in ${SIZES:-3 8 16 24}; do
   # shellcheck disable=SC2086
   "$floor_bin" $hosts >/dev/null
   (cd /tmp && "$MLRUN" --hostfile "$hostfile" hostname >/dev/null)
-  [ -z "${VV_DIR:-}" ] || (cd /tmp && "$MLRUN" -vv --tree_width 1000 --hostfile "$hostfile" hostname \
-    >/dev/null 2>"$VV_DIR/vv_$n.log")
+  for ((k = 1; k <= ${VV_RUNS:-1}; k++)); do
+    [ -z "${VV_DIR:-}" ] || (cd /tmp && "$MLRUN" -vv --tree_width 1000 --hostfile "$hostfile" \
+      hostname >/dev/null 2>"$VV_DIR/vv_${n}_$k.log")
+  done
   for tool in floor mlrun; do : >"/tmp/ssh_cpu.$tool"; done
   for ((r = 0; r < repeats; r++)); do
     for tool in floor mlrun; do

@@ -7,7 +7,9 @@
 # install one); run there as root:
 #   run(command="bash bench/ssh_floor_device.sh", carry=[".devssh"], timeout_s=480)
 # REPEATS (default 11) and SIZES (default "3 8 16 24") as in ssh_floor.sh. Logs go to $OUT when
-# set (the device tool's folder), else to a temporary directory.
+# set (the device tool's folder), else to a temporary directory. With the argument cpu it runs
+# bench/ssh_cpu.sh on every core instead (CPU per launch, and VV_RUNS `mlrun -vv` logs a size
+# in the log folder).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 D=$PWD/.devssh
@@ -26,6 +28,11 @@ command -v /usr/bin/hostname >/dev/null || cp "$D/real/hostname" /usr/local/bin/
 echo "root's shell: $(getent passwd root | cut -d: -f7)"
 if ! ip netns add mlrt-probe; then echo "== no network namespaces here: nothing measured"; exit 1; fi
 ip netns del mlrt-probe
+if [ "${1:-}" = cpu ]; then
+  env MLRUN="$D/bin/mlrun" SIZES="${SIZES:-3 8 16 24}" VV_DIR="$log" VV_RUNS="${VV_RUNS:-3}" \
+    bash bench/ssh_cpu.sh "$D/bin/ssh_floor" "${REPEATS:-11}" 2>&1 | tee "$log/ssh_cpu.log"
+  exit "${PIPESTATUS[0]}"
+fi
 for mode in all two; do
   wrap=()
   [ "$mode" = all ] || wrap=(taskset -c "0,1")
