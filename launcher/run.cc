@@ -44,6 +44,9 @@ struct RendezvousPlan {
   int port = 0;
   std::string endpoint;  // Empty while serve with port 0: known once the server listens.
   std::string token;
+  // Why this host, the endpoint's, could not serve it and joins instead (another process has the
+  // port); said while the node waits, since then nothing may serve it at all.
+  std::string serve_failed;
 };
 
 // The address to serve a multi-node rendezvous on: the endpoint's own address when it is this
@@ -238,6 +241,7 @@ bool serve_rendezvous(const Options& o, const LaunchPlan& plan, RendezvousPlan& 
       transport::end_step_early(o);
       return false;
     }
+    rdzv.serve_failed = e.what();
   } catch (const std::exception& e) {
     error(serve_error(rdzv, e));
     transport::end_step_early(o);
@@ -279,6 +283,12 @@ NodeJob node_job(const Options& o, const LaunchPlan& plan, const RendezvousPlan&
     job.waiting_hint =
         fmt::format("; node 0 of Slurm step {} serves it: if it ended, `scancel {}` ends this wait",
                     o.slurm_step, o.slurm_step);
+  }
+  if (!serves && !rdzv.serve_failed.empty()) {
+    job.waiting_hint += fmt::format(
+        "; this host is the endpoint's but could not serve it ({}), so it joins whoever does: if "
+        "no other mlrun on this host serves it, free port {} or give another --rdzv_endpoint",
+        rdzv.serve_failed, rdzv.port);
   }
   job.nnodes_min = o.nnodes_min;
   job.last_call = conf.last_call;

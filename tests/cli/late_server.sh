@@ -1,7 +1,9 @@
 # Nodes started one by one whose rendezvous node starts later (a Kubeflow pod scheduled after the
 # others, a torchrun-style script started node by node): node 1 waits for node 0 up to
 # join_timeout, not the client's default minute, and says so while it waits; the job then runs.
-# With nothing to wait for, it ends after join_timeout with the endpoint and the cause.
+# With nothing to wait for, it ends after join_timeout with the endpoint and the cause. A node
+# that owns --rdzv_endpoint but cannot serve it (another process holds the port without
+# listening) joins instead, and its waiting line says why nothing may answer.
 source "$(dirname "$0")/common.sh"
 
 write_worker hold.sh 'echo "rank $RANK of $WORLD_SIZE"'
@@ -31,5 +33,22 @@ took=$(($(date +%s) - start))
 [ "$took" -le 15 ] || fail "without a server: took $took s with join_timeout=3"
 expect_grep "$T/err.1" "^mlrun: error: rendezvous connect at 127\.0\.0\.1:$port: no connection within 3000 ms: Connection refused$"
 [ ! -s "$T/out.1" ] || fail "a worker ran without its job: $(cat "$T/out.1")"
+
+# 3. The endpoint's port is bound by another process that does not listen (what an outgoing
+#    connection's local port looks like): the node cannot serve, joins, is refused, and says why.
+python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+time.sleep(30)' "$port" &
+holder=$!
+sleep 0.5
+rc=0
+"$MLRUN" --nnodes=2 --rdzv_endpoint=127.0.0.1:$port --rdzv_conf join_timeout=7 \
+  --no_python "$T/hold.sh" >"$T/out.e" 2>"$T/err.e" || rc=$?
+kill "$holder" 2>/dev/null || true
+[ "$rc" -eq 1 ] || fail "with the port held: exit $rc, want 1: $(cat "$T/err.e")"
+expect_grep "$T/err.e" "^mlrun: waiting for the rendezvous at 127\.0\.0\.1:$port \(Connection refused\): .*; this host is the endpoint's but could not serve it \(.*Address already in use.*\), so it joins whoever does: if no other mlrun on this host serves it, free port $port or give another --rdzv_endpoint$"
+[ ! -s "$T/out.e" ] || fail "a worker ran without its job: $(cat "$T/out.e")"
 assert_no_marker_left
 echo PASS
