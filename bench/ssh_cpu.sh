@@ -2,8 +2,10 @@
 # Where a multi-host launch's time goes (issue 15): for each size, the wall time and the whole
 # machine's CPU time (every process and the kernel, from /proc/stat) of one launch of the libssh
 # floor (with --nodelay, as mlrun sets it) and of mlrun, side by side in turns, on the namespace
-# cluster (bench/ssh_floor.sh's setup: 2 slots a host, `hostname` on each). With many hosts on few cores the wall time is the
-# machine's CPU time spread over its cores; on as many cores as hosts it is not.
+# cluster (bench/ssh_floor.sh's setup: 2 slots a host, `hostname` on each). With many hosts on
+# few cores the wall time is the machine's CPU time spread over its cores; on as many cores as
+# hosts it is not. The CPU figure is /proc/stat's ticks around each launch (10 ms each), so it
+# is the mean over the repeats; in a VM it counts steal time too.
 #   bench/ssh_cpu.sh SSH_FLOOR_BINARY [REPEATS]     (root; MLRUN, SIZES as in ssh_floor.sh)
 # VV_DIR=DIR also keeps VV_RUNS (default 1) `mlrun -vv` logs a size there (DIR/vv_N_K.log), to
 # read the timeline: each connect, the hand-over, each agent up, the join, the job's end.
@@ -51,6 +53,7 @@ for n in ${SIZES:-3 8 16 24}; do
     # /proc/stat counts in ticks (10 ms): the mean over the repeats, not a median of ticks.
     c=$(awk '{s+=$2} END{print s/NR}' "/tmp/ssh_cpu.$tool")
     awk -v n="$n" -v t="$tool" -v w="$w" -v c="$c" \
-      'BEGIN{printf "%2d hosts  %-6s wall %.3f s (median)  cpu %.3f s (mean) (%.1f ms a host)\n", n, t, w, c, 1000*c/n}'
+      'BEGIN{printf "%2d hosts  %-6s wall %.3f s (median)  cpu %.3f s (mean) (%.1f ms a host)\n",
+        n, t, w, c, 1000*c/n}'
   done
 done

@@ -139,8 +139,10 @@ for n in $sizes; do
 done
 
 # mlrun against the floors and mpirun, and how each grows from the first size to the last.
-printf '%-6s %-9s %-9s %-9s %-9s %-9s %-9s %-13s %-14s %-13s %-13s %-13s\n' hosts floor floornd mlrun \
-  old tree mpirun mlrun/floor mlrun/floornd old/floor tree/floor mlrun/mpirun
+row='%-6s %-9s %-9s %-9s %-9s %-9s %-9s %-13s %-14s %-13s %-13s %-13s\n'
+# shellcheck disable=SC2059 # the row format, kept in one place
+printf "$row" hosts floor floornd mlrun old tree mpirun mlrun/floor mlrun/floornd old/floor \
+  tree/floor mlrun/mpirun
 for n in $sizes; do
   f=$(median_of "$results/floor.$n")
   d=$(median_of "$results/floornd.$n")
@@ -148,10 +150,9 @@ for n in $sizes; do
   t=$([ -s "$results/tree.$n" ] && median_of "$results/tree.$n" || echo -)
   o=$([ -s "$results/old.$n" ] && median_of "$results/old.$n" || echo -)
   p=$([ -s "$results/mpirun.$n" ] && median_of "$results/mpirun.$n" || echo -)
-  awk -v n="$n" -v f="$f" -v d="$d" -v m="$m" -v o="$o" -v t="$t" -v p="$p" 'BEGIN {
-    printf "%-6s %-9s %-9s %-9s %-9s %-9s %-9s %-13s %-14s %-13s %-13s %-13s\n", n, f, d, m, o, t,
-      p, sprintf("%.2fx", m / f), sprintf("%.2fx", m / d), (o == "-" ? "-" : sprintf("%.2fx", o / f)),
-      (t == "-" ? "-" : sprintf("%.2fx", t / f)), (p == "-" ? "-" : sprintf("%.2fx", m / p)) }'
+  awk -v n="$n" -v f="$f" -v d="$d" -v m="$m" -v o="$o" -v t="$t" -v p="$p" -v row="$row" '
+    function x(a, b) { return (a == "-" || b == "-") ? "-" : sprintf("%.2fx", a / b) }
+    BEGIN { printf row, n, f, d, m, o, t, p, x(m, f), x(m, d), x(o, f), x(t, f), x(m, p) }'
 done
 set -- $sizes
 if [ $# -ge 2 ]; then
@@ -161,10 +162,10 @@ if [ $# -ge 2 ]; then
     -v e="$(median_of "$results/floornd.$first")" -v f="$(median_of "$results/floornd.$last")" \
     -v c="$(median_of "$results/mlrun.$first")" -v d="$(median_of "$results/mlrun.$last")" \
     -v x="$first" -v y="$last" 'BEGIN {
-      printf "growth %s -> %s hosts: floor +%.3f s, floornd +%.3f s, mlrun +%.3f s\n", x, y, b - a,
+      printf "growth %s -> %s hosts: floor %+.3f s, floornd %+.3f s, mlrun %+.3f s\n", x, y, b - a,
         f - e, d - c }'
   if [ -n "$MLRUN_OLD" ]; then
     awk -v a="$(median_of "$results/old.$first")" -v b="$(median_of "$results/old.$last")" \
-      'BEGIN { printf "  old +%.3f s\n", b - a }'
+      'BEGIN { printf "  old %+.3f s\n", b - a }'
   fi
 fi

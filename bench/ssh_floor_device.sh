@@ -13,7 +13,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 D=$PWD/.devssh
-[ -x "$D/bin/mlrun" ] || { echo "ssh_floor_device: run tools/ssh-bench-device-prep.sh first" >&2; exit 2; }
+if [ ! -x "$D/bin/mlrun" ]; then
+  echo "ssh_floor_device: run tools/ssh-bench-device-prep.sh first" >&2
+  exit 2
+fi
 log=${OUT:-$(mktemp -d)}
 export PATH=$D/bin:$PATH MLRUN_SSHD=$D/bin/sshd
 echo "== machine: $(uname -r), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
@@ -26,7 +29,10 @@ id sshd >/dev/null 2>&1 || useradd -r -M -d /run/sshd -s /usr/sbin/nologin sshd 
 mkdir -p /run/sshd
 command -v /usr/bin/hostname >/dev/null || cp "$D/real/hostname" /usr/local/bin/hostname
 echo "root's shell: $(getent passwd root | cut -d: -f7)"
-if ! ip netns add mlrt-probe; then echo "== no network namespaces here: nothing measured"; exit 1; fi
+if ! ip netns add mlrt-probe; then
+  echo "== no network namespaces here: nothing measured"
+  exit 1
+fi
 ip netns del mlrt-probe
 if [ "${1:-}" = cpu ]; then
   env MLRUN="$D/bin/mlrun" SIZES="${SIZES:-3 8 16 24}" VV_DIR="$log" VV_RUNS="${VV_RUNS:-3}" \
@@ -39,8 +45,10 @@ for mode in all two; do
   echo "== $mode cores: ${wrap[*]:-every core}"
   # The old build (tools/ssh-bench-device-prep.sh's OLD) runs as it is: its agents need no
   # libraries beyond the C library, and its head is given the carried libssh.
-  "${wrap[@]}" env MLRUN="$D/bin/mlrun" MLRUN_OLD="$([ -x "$D/old/mlrun" ] && echo "$D/bin/mlrun-old")" SIZES="${SIZES:-3 8 16 24}" OPENSSH=0 MPIRUN=0 \
-    bash bench/ssh_floor.sh "$D/bin/ssh_floor" "${REPEATS:-11}" 2>&1 | tee "$log/ssh_floor_$mode.log"
+  old=$([ -x "$D/old/mlrun" ] && echo "$D/bin/mlrun-old")
+  "${wrap[@]}" env MLRUN="$D/bin/mlrun" MLRUN_OLD="$old" SIZES="${SIZES:-3 8 16 24}" OPENSSH=0 \
+    MPIRUN=0 bash bench/ssh_floor.sh "$D/bin/ssh_floor" "${REPEATS:-11}" 2>&1 |
+    tee "$log/ssh_floor_$mode.log"
   echo "exit ${PIPESTATUS[0]}"
   uptime
 done

@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 out=.devssh
 for b in mlrun mlrun-lifeline; do
-  [ -x "$BUILD/$b" ] || { echo "ssh-bench-device-prep: $BUILD/$b is missing: build first" >&2; exit 1; }
+  [ -x "$BUILD/$b" ] ||
+    { echo "ssh-bench-device-prep: $BUILD/$b is missing: build first" >&2; exit 1; }
 done
 grep -qx '/.devssh/' .git/info/exclude 2>/dev/null || echo '/.devssh/' >>.git/info/exclude
 rm -rf "$out"
