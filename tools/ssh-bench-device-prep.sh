@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Prepares .devssh/ for bench/ssh_floor_device.sh: issue 15's SSH fan-out benchmark
 # (bench/ssh_floor.sh) on a device machine, whose 16 cores let the namespace hosts' sshd, agents
-# and workers run side by side instead of on this machine's two (bench/README.md, "SSH fan-out
-# on 16 cores"). That machine is a CUDA image that can fetch nothing and has no sshd, so this
+# and workers run side by side instead of on this machine's two (bench/README.md, "TCP_NODELAY,
+# the interface list read once, and 16 cores"). That machine is a CUDA image that can fetch nothing and has no sshd, so this
 # copies from here: stripped mlrun and mlrun-lifeline from BUILD (default build), the floor
 # program (bench/ssh_floor.cc, built here), sshd, ssh-keygen, ip, unshare, flock, setsid and
 # hostname, and every library they link except glibc's own (the image's glibc is newer than
 # Debian 12's; mixing glibc's parts breaks). Each program runs through a wrapper that gives it
-# the carried libraries, so nothing on the device picks them up by accident. OLD=PATH also
+# the carried libraries, so nothing on the device picks them up by accident (mlrun hands its
+# LD_LIBRARY_PATH to the hosts' agents, whose `hostname` workers link only the C library). OLD=PATH also
 # carries another mlrun build, timed beside this one as "old" (ssh_floor.sh's MLRUN_OLD). Then:
 #   run(command="bash bench/ssh_floor_device.sh", carry=[".devssh"], timeout_s=...)
 set -euo pipefail
