@@ -19,6 +19,12 @@
 #   MPIRUN=0       leave out the mpirun column
 #   MLRUN_OLD=path another mlrun build ("old", e.g. main's), timed flat in the same turns, so
 #                  that a change is measured side by side with what it changes
+#   CPU=1          also the whole machine's CPU time of each run (every process and the kernel,
+#                  non-idle ticks of /proc/stat, 10 ms each, so the mean over the repeats; in a
+#                  VM steal time too): with hosts sharing few cores, wall time is this CPU
+#                  spread over them
+#   VV_DIR=DIR     keep VV_RUNS (default 1) `mlrun -vv` logs a size there (DIR/vv_N_K.log): each
+#                  connect, the hand-over, each agent up, the join, the job's end
 #
 # The tools take turns within each repeat (floor, mlrun, mpirun, ...; then again), so a change
 # in the machine's load falls on all of them alike. Each mlrun run must print exactly one
@@ -55,13 +61,22 @@ summary_of() {
 
 # time_it NAME CMD...: appends the wall seconds of one run to $results/NAME.$n; fails (with the
 # command's stderr) if the command fails.
+# Non-idle CPU seconds of the whole machine so far (CPU=1).
+busy() { awk '/^cpu /{print ($2+$3+$4+$7+$8+$9)/100; exit}' /proc/stat; }
+
+# time_it NAME CMD...: appends the wall seconds of one run to $results/NAME.$n (CPU=1: the
+# machine's CPU seconds to $results/NAME.$n.cpu); fails (with the command's stderr) if the
+# command fails.
 time_it() {
-  local name=$1 t0 t1
+  local name=$1 t0 t1 c0=0 c1=0
   shift
+  [ "${CPU:-0}" = 0 ] || c0=$(busy)
   t0=$(date +%s%N)
   "$@" >"$state/last.out" 2>"$state/last.err" || { cat "$state/last.err" >&2; return 1; }
   t1=$(date +%s%N)
+  [ "${CPU:-0}" = 0 ] || c1=$(busy)
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", (b - a) / 1e9 }' >>"$results/$name.$n"
+  [ "${CPU:-0}" = 0 ] || echo "$c0 $c1" | awk '{ print $2 - $1 }' >>"$results/$name.$n.cpu"
 }
 
 openssh_parallel() {
@@ -91,7 +106,6 @@ check_mlrun_output() {
   fi
 }
 
-tools=()
 for n in $sizes; do
   "$cluster" up "$n" >/dev/null
   eval "$("$cluster" env)"
@@ -105,6 +119,10 @@ for n in $sizes; do
   "$floor_bin" $hosts >/dev/null
   (cd /tmp && "$MLRUN" --hostfile "$hostfile" hostname >/dev/null)
   [ -z "$MLRUN_OLD" ] || (cd /tmp && "$MLRUN_OLD" --hostfile "$hostfile" hostname >/dev/null)
+  for ((k = 1; k <= ${VV_RUNS:-1}; k++)); do
+    [ -z "${VV_DIR:-}" ] || (cd /tmp && "$MLRUN" -vv --tree_width 1000 --hostfile "$hostfile" \
+      hostname >/dev/null 2>"$VV_DIR/vv_${n}_$k.log")
+  done
   for ((r = 0; r < repeats; r++)); do
     # shellcheck disable=SC2086
     time_it floor "$floor_bin" --slots 2 $hosts
@@ -134,6 +152,10 @@ for n in $sizes; do
   for tool in floor floornd mlrun old tree mpirun openssh wrapper; do
     [ -s "$results/$tool.$n" ] || continue
     printf '%s hosts  %-8s %s\n' "$n" "$tool" "$(summary_of "$results/$tool.$n")"
+    [ -s "$results/$tool.$n.cpu" ] || continue
+    awk -v n="$n" '{ s += $1 } END {
+      printf "          cpu %.3f s (mean), %.1f ms a host\n", s / NR, 1000 * s / NR / n }' \
+      "$results/$tool.$n.cpu"
   done
   echo
 done

@@ -8,8 +8,8 @@
 #   run(command="bash bench/ssh_floor_device.sh", carry=[".devssh"], timeout_s=480)
 # REPEATS (default 11) and SIZES (default "3 8 16 24") as in ssh_floor.sh. Logs go to $OUT when
 # set (the device tool's folder), else to a temporary directory. With the argument cpu it runs
-# bench/ssh_cpu.sh on every core instead (CPU per launch, and VV_RUNS `mlrun -vv` logs a size
-# in the log folder).
+# the sweep once, on every core, with CPU=1 (the machine's CPU per launch) and VV_RUNS (default
+# 3) `mlrun -vv` logs a size in the log folder.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 D=$PWD/.devssh
@@ -35,8 +35,9 @@ if ! ip netns add mlrt-probe; then
 fi
 ip netns del mlrt-probe
 if [ "${1:-}" = cpu ]; then
-  env MLRUN="$D/bin/mlrun" SIZES="${SIZES:-3 8 16 24}" VV_DIR="$log" VV_RUNS="${VV_RUNS:-3}" \
-    bash bench/ssh_cpu.sh "$D/bin/ssh_floor" "${REPEATS:-11}" 2>&1 | tee "$log/ssh_cpu.log"
+  env MLRUN="$D/bin/mlrun" SIZES="${SIZES:-3 8 16 24}" CPU=1 VV_DIR="$log" \
+    VV_RUNS="${VV_RUNS:-3}" OPENSSH=0 MPIRUN=0 bash bench/ssh_floor.sh "$D/bin/ssh_floor" \
+    "${REPEATS:-11}" 2>&1 | tee "$log/ssh_cpu.log"
   exit "${PIPESTATUS[0]}"
 fi
 for mode in all two; do
