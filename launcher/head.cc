@@ -177,10 +177,7 @@ bool is_local_host(const std::string& host) {
                : inet_pton(AF_INET6, host.c_str(), bytes) == 1 ? AF_INET6
                                                                : 0;
   if (family == 0) return false;
-  // Read once: a hostfile's every host is asked, and each reading walks every interface and its
-  // files in /sys (with many interfaces, e.g. a host's veths, the head's largest cost a host).
-  static const std::vector<NetInterface> interfaces = list_interfaces();
-  for (const auto& i : interfaces) {
+  for (const auto& i : this_host_interfaces()) {
     for (const auto& a : i.addresses) {
       if (a.family == family && std::memcmp(a.bytes, bytes, family == AF_INET ? 4 : 16) == 0) {
         return true;
@@ -188,6 +185,11 @@ bool is_local_host(const std::string& host) {
     }
   }
   return false;
+}
+
+const std::vector<NetInterface>& this_host_interfaces() {
+  static const std::vector<NetInterface> interfaces = list_interfaces();
+  return interfaces;
 }
 
 bool LossReports::report(int node_rank, const std::string& host, const std::string& why) {

@@ -12,6 +12,7 @@
 #include "hostfiles/hostfile.h"
 #include "launcher/options.h"
 #include "transport/ssh_session.h"
+#include "worker/network.h"
 
 namespace mlrun {
 
@@ -34,8 +35,14 @@ HostPlan plan_hosts(const Options& options,
                     const std::function<bool(const std::string&)>& is_local);
 
 /// Whether host names this machine: localhost, a loopback address, its host name, or one of
-/// its interface addresses (read at the first call, once for the process).
+/// its interface addresses (this_host_interfaces).
 bool is_local_host(const std::string& host);
+
+/// This host's network interfaces, read at the first call and kept for the process. A launch
+/// asks three times (is_local_host for each host, the plan's interface choice, and the head's
+/// choice again once SSH has connected), and each reading walks every interface's files in /sys:
+/// on a head with an interface per container or host (veths) that is most of its planning.
+const std::vector<NetInterface>& this_host_interfaces();
 
 /// Reports of lost agents to the job, up to the job's end. The relay thread reports; the head
 /// closes it when the job is over, before the callback's target (the rendezvous server) stops.

@@ -52,7 +52,7 @@ bool on_hosts(const Options& o) {
 
 std::optional<std::string> choose_network(const Options& o, LaunchPlan& plan,
                                           const std::string& toward) {
-  auto interfaces = list_interfaces();
+  const auto& interfaces = this_host_interfaces();
   if (o.iface == "auto") {
     plan.iface = choose_interface(interfaces, toward);
   } else if (std::none_of(interfaces.begin(), interfaces.end(),
@@ -194,7 +194,9 @@ std::string plan_master(const Options& o, LaunchPlan& plan) {
                      : !endpoint_host.empty() ? endpoint_host
                                               : "127.0.0.1";
   std::string toward = plan.master_addr;
-  if (on_hosts(o) && o.master_addr.empty() && !slurm_head_runs_none(o)) {
+  // Simulated nodes (--launcher sim) are processes on this machine: their names are not
+  // looked up, which waited for the resolver (~6 s where the name server does not answer).
+  if (on_hosts(o) && o.master_addr.empty() && !slurm_head_runs_none(o) && o.launcher != "sim") {
     // From here to the other hosts: this host's address on the route to the first of them
     // (a name only ~/.ssh/config knows is settled once SSH has connected: launch_on_hosts).
     for (const auto& n : plan.hosts.nodes) {
@@ -502,9 +504,14 @@ std::string shell_words(const std::vector<std::string>& words) {
 }
 
 std::string self_path() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("mlrun") : p.string();
+  // Read once: the head asks for each host's agent command line. A binary replaced while the
+  // job runs reads "PATH (deleted)" later; the path it started from stays the right one.
+  static const std::string path = [] {
+    std::error_code ec;
+    auto p = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string("mlrun") : p.string();
+  }();
+  return path;
 }
 
 }  // namespace mlrun

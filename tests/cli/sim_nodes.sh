@@ -3,7 +3,8 @@
 # Every worker starts on its own node; a failure on one node stops every worker on every node
 # with the failed worker's exit code and node named; Ctrl-C on the head stops everything; nothing
 # is left after either (agents, their lifelines and workers all carry the node names of this
-# test in MLRUN_NODE_NAME). MLRUN_SIM_TEST_NODES sets the size (default 128).
+# test in MLRUN_NODE_NAME); and no simulated node's name is looked up in DNS.
+# MLRUN_SIM_TEST_NODES sets the size (default 128).
 source "$(dirname "$0")/common.sh"
 
 nodes=${MLRUN_SIM_TEST_NODES:-128}
@@ -59,4 +60,49 @@ echo "SIGINT: $nodes nodes stopped, nothing left"
 run_mlrun --launcher sim /bin/true
 expect_rc 2
 expect_grep "$T/err" "--launcher sim needs the simulated nodes: give --hostfile or -H"
+
+# 4. No simulated node's name is looked up: a lookup waits for the name server (~6 s where it
+# does not answer). In a network and mount namespace of its own, the job's resolver is a
+# recorder on 127.0.0.1:53 that answers every query "no such name"; a lookup made on purpose
+# first shows that the recorder sees them.
+cat >"$T/dns.py" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+open(sys.argv[2], "w").close()  # Listening.
+while True:
+    q, peer = s.recvfrom(512)
+    i, labels = 12, []
+    while i < len(q) and q[i]:
+        labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
+        i += 1 + q[i]
+    with open(sys.argv[1], "a") as f:
+        f.write(".".join(labels) + "\n")
+    s.sendto(q[:2] + bytes([0x81, 0x83]) + q[4:6] + b"\0\0\0\0\0\0" + q[12:i + 5], peer)
+PY
+for ((i = 0; i < 3; i++)); do echo "$MARKER-dns$i slots=1"; done >"$T/hostfile3"
+echo "nameserver 127.0.0.1" >"$T/resolv.conf"
+if unshare -mn true 2>/dev/null && command -v python3 >/dev/null; then
+  RC=0
+  # shellcheck disable=SC2016
+  unshare -mn bash -c '
+    T=$1 MLRUN=$2 MARKER=$3
+    ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 9
+    python3 "$T/dns.py" "$T/queries" "$T/dns.up" & dns=$!
+    for ((k = 0; k < 50; k++)); do [ -e "$T/dns.up" ] && break; sleep 0.1; done
+    getent hosts "$MARKER-probe" >/dev/null
+    "$MLRUN" --launcher sim --hostfile "$T/hostfile3" /bin/true >"$T/out" 2>"$T/err"
+    rc=$?
+    kill $dns
+    exit $rc' _ "$T" "$MLRUN" "$MARKER" || RC=$?
+  expect_rc 0
+  grep -q -- "$MARKER-probe" "$T/queries" ||
+    fail "the recorder saw no lookup, not even getent's: $(cat "$T/queries" 2>/dev/null)"
+  if grep -q -- "$MARKER-dns" "$T/queries"; then
+    fail "simulated nodes' names were looked up: $(grep -- "$MARKER-dns" "$T/queries" | sort -u)"
+  fi
+  echo "names: none of 3 simulated nodes looked up"
+else
+  echo "SKIP case 4: needs unshare -mn (root) and python3"
+fi
 echo PASS
