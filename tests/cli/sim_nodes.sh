@@ -82,12 +82,16 @@ while True:
 PY
 for ((i = 0; i < 3; i++)); do echo "$MARKER-dns$i slots=1"; done >"$T/hostfile3"
 echo "nameserver 127.0.0.1" >"$T/resolv.conf"
+echo "hosts: files dns" >"$T/nsswitch.conf"
 if unshare -mn true 2>/dev/null && command -v python3 >/dev/null; then
   RC=0
   # shellcheck disable=SC2016
   unshare -mn bash -c '
     T=$1 MLRUN=$2 MARKER=$3
-    ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 9
+    ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf &&
+      mount --bind "$T/nsswitch.conf" /etc/nsswitch.conf || exit 9
+    # A running nscd would answer instead of the recorder.
+    if [ -d /run/nscd ]; then mount -t tmpfs none /run/nscd || exit 9; fi
     python3 "$T/dns.py" "$T/queries" "$T/dns.up" & dns=$!
     for ((k = 0; k < 50; k++)); do [ -e "$T/dns.up" ] && break; sleep 0.1; done
     getent hosts "$MARKER-probe" >/dev/null
@@ -95,6 +99,7 @@ if unshare -mn true 2>/dev/null && command -v python3 >/dev/null; then
     rc=$?
     kill $dns
     exit $rc' _ "$T" "$MLRUN" "$MARKER" || RC=$?
+  [ "$RC" -ne 9 ] || fail "could not set up the namespace's resolver (ip, mount)"
   expect_rc 0
   grep -q -- "$MARKER-probe" "$T/queries" ||
     fail "the recorder saw no lookup, not even getent's: $(cat "$T/queries" 2>/dev/null)"
