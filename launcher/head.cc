@@ -188,7 +188,9 @@ bool is_local_host(const std::string& host) {
 }
 
 const std::vector<NetInterface>& this_host_interfaces() {
-  static const std::vector<NetInterface> interfaces = list_interfaces();
+  // Only what the interface choice can use (list_interfaces): a head with a veth per
+  // container or host read each one's files in /sys.
+  static const std::vector<NetInterface> interfaces = list_interfaces(/*all_details=*/false);
   return interfaces;
 }
 

@@ -75,7 +75,34 @@ bool is_excluded_interface_name(const std::string& name) {
   return false;
 }
 
-std::vector<NetInterface> list_interfaces() {
+std::vector<bool> interfaces_to_detail(const std::vector<NetInterface>& interfaces) {
+  std::vector<bool> out(interfaces.size(), false);
+  bool any_other = false;
+  for (size_t k = 0; k < interfaces.size(); ++k) {
+    const NetInterface& i = interfaces[k];
+    out[k] = usable(i) && !is_excluded_interface_name(i.name);
+    any_other = any_other || out[k];
+  }
+  if (!any_other) {
+    for (size_t k = 0; k < interfaces.size(); ++k) out[k] = usable(interfaces[k]);
+  }
+  return out;
+}
+
+namespace {
+
+// What sysfs says of an interface: its kind, speed, and whether it is virtual.
+void read_sysfs_facts(NetInterface& i) {
+  std::string sys = "/sys/class/net/" + i.name;
+  i.infiniband = read_int_file(sys + "/type").value_or(0) == ARPHRD_INFINIBAND;
+  i.speed_mbps = read_int_file(sys + "/speed").value_or(-1);
+  struct stat st;
+  i.is_virtual = stat(("/sys/devices/virtual/net/" + i.name).c_str(), &st) == 0;
+}
+
+}  // namespace
+
+std::vector<NetInterface> list_interfaces(bool all_details) {
   std::vector<NetInterface> out;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return out;
@@ -85,11 +112,6 @@ std::vector<NetInterface> list_interfaces() {
     }
     NetInterface i;
     i.name = name;
-    std::string sys = "/sys/class/net/" + name;
-    i.infiniband = read_int_file(sys + "/type").value_or(0) == ARPHRD_INFINIBAND;
-    i.speed_mbps = read_int_file(sys + "/speed").value_or(-1);
-    struct stat st;
-    i.is_virtual = stat(("/sys/devices/virtual/net/" + name).c_str(), &st) == 0;
     out.push_back(std::move(i));
     return out.back();
   };
@@ -114,6 +136,11 @@ std::vector<NetInterface> list_interfaces() {
     i.addresses.push_back(addr);
   }
   freeifaddrs(list);
+  const std::vector<bool> detail =
+      all_details ? std::vector<bool>(out.size(), true) : interfaces_to_detail(out);
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (detail[k]) read_sysfs_facts(out[k]);
+  }
   return out;
 }
 

@@ -27,8 +27,15 @@ struct NetInterface {
   std::vector<InterfaceAddress> addresses;
 };
 
-/// This node's interfaces (getifaddrs + sysfs).
-std::vector<NetInterface> list_interfaces();
+/// This node's interfaces (getifaddrs + sysfs). all_details false reads sysfs (kind, speed,
+/// virtual) only for the interfaces interfaces_to_detail names; the others keep the defaults. A
+/// host with a veth per container reads three files a veth otherwise, at every mlrun start.
+std::vector<NetInterface> list_interfaces(bool all_details = true);
+
+/// The interfaces whose sysfs facts can change choose_interface's answer: those up, not
+/// loopback, with an address; of them the loopback/docker/virbr/veth kinds only when no other
+/// kind is.
+std::vector<bool> interfaces_to_detail(const std::vector<NetInterface>& interfaces);
 
 struct InterfaceChoice {
   std::string name;     ///< Empty: nothing usable.

@@ -105,6 +105,40 @@ TEST(ChooseInterface, GivesTheChosenInterfacesSubnet) {
   EXPECT_EQ(c.subnet, "172.20.0.0/20");
 }
 
+TEST(InterfacesToDetail, OnlyThoseTheChoiceCanUse) {
+  auto down = iface("eth1", "10.1.0.2/24", 25000);
+  down.up = false;
+  auto bare = iface("eth2", "10.2.0.2/24");
+  bare.addresses.clear();
+  std::vector<NetInterface> all = {iface("lo", "127.0.0.1/8"),
+                                   iface("eth0", "10.0.0.2/24"),
+                                   iface("veth1a2b", "fe80::1/64"),
+                                   iface("docker0", "172.17.0.1/16"),
+                                   down,
+                                   bare};
+  EXPECT_EQ(interfaces_to_detail(all),
+            (std::vector<bool>{false, true, false, false, false, false}));
+}
+
+TEST(InterfacesToDetail, TheExcludedKindsWhenNothingElseIsUp) {
+  std::vector<NetInterface> all = {iface("lo", "127.0.0.1/8"), iface("veth1a2b", "fe80::1/64"),
+                                   iface("docker0", "172.17.0.1/16")};
+  EXPECT_EQ(interfaces_to_detail(all), (std::vector<bool>{false, true, true}));
+}
+
+// The launcher reads sysfs only for what interfaces_to_detail names; on this machine that gives
+// the same choice as reading it for every interface.
+TEST(ListInterfaces, FewerDetailsSameChoice) {
+  for (const char* master : {"", "127.0.0.1", "10.77.0.1"}) {
+    auto full = choose_interface(list_interfaces(), master);
+    auto lean = choose_interface(list_interfaces(/*all_details=*/false), master);
+    EXPECT_EQ(lean.name, full.name) << master;
+    EXPECT_EQ(lean.reason, full.reason) << master;
+    EXPECT_EQ(lean.warning, full.warning) << master;
+    EXPECT_EQ(lean.subnet, full.subnet) << master;
+  }
+}
+
 TEST(ListInterfaces, FindsLoopback) {
   auto all = list_interfaces();
   bool lo = false;
