@@ -332,6 +332,13 @@ struct RemoteAgents::State {
   void relay_loop() {
     char buf[16384];
     while (true) {
+      // An agent without descriptors (none were left to make them: transport/local.cc) has
+      // ended, with why; poll() would skip them and wait for it forever.
+      for (auto& a : agents) {
+        if (a.out_open && a.command->stdout_fd() < 0) a.out_open = false;
+        if (a.err_open && a.command->stderr_fd() < 0) a.err_open = false;
+        if (!a.ended && a.command->done_fd() < 0) agent_ended(a, buf, sizeof buf);
+      }
       PollSet set = poll_set();
       int timeout = report_overdue();
       if (set.which.empty() && exited.empty()) return;
@@ -507,7 +514,8 @@ void RemoteAgents::finish(std::chrono::milliseconds bound) {
   if (!state_->relay.joinable()) return;
   auto deadline = std::chrono::steady_clock::now() + bound;
   for (auto& a : state_->agents) {
-    // Each agent ends by itself once its job is over; done_fd says when.
+    // Each agent ends by itself once its job is over; done_fd says when (none: it has ended).
+    if (a.command->done_fd() < 0) continue;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p{a.command->done_fd(), POLLIN, 0};
@@ -515,7 +523,7 @@ void RemoteAgents::finish(std::chrono::milliseconds bound) {
   }
   for (auto& a : state_->agents) {
     pollfd p{a.command->done_fd(), POLLIN, 0};
-    if (poll(&p, 1, 0) == 0)
+    if (p.fd >= 0 && poll(&p, 1, 0) == 0)
       log::debug("{} {}: agent still running, closing its stdin", state_->transport, a.host);
     a.command->stop();
   }

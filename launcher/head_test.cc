@@ -1,6 +1,8 @@
 #include "launcher/head.h"
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -90,6 +92,48 @@ TEST(LossReports, HandledBeforeCloseIgnoredAfter) {
   EXPECT_TRUE(reports.closed());
   EXPECT_FALSE(reports.report(2, "b", "killed"));
   EXPECT_EQ(seen, std::vector<int>{1});
+}
+
+// An agent for which no descriptor was left (transport/local.cc, out of descriptors): it has no
+// output pipes and no done descriptor, only its error.
+class AgentWithoutDescriptors : public AgentProcess {
+ public:
+  int stdout_fd() const override { return -1; }
+  int stderr_fd() const override { return -1; }
+  int done_fd() const override { return -1; }
+  RemoteExit wait() override { return {-1, "", "pipe: Too many open files"}; }
+  void stop() override {}
+};
+
+// Such an agent is lost at once, naming why, and the relay ends: before, poll() skipped its
+// descriptors and the relay, and the head's end that joins it, waited forever.
+TEST(RemoteAgents, AnAgentWithoutDescriptorsIsLostAndTheRelayEnds) {
+  auto agents = RemoteAgents::make(
+      "sim", {"sim0", "sim1"},
+      [](std::size_t, RemoteAgents::Agent) { return std::make_unique<AgentWithoutDescriptors>(); },
+      "127.0.0.1");
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> lost;
+  agents->start({{0, "agent", ""}, {1, "agent", ""}},
+                [&](int node, const std::string& host, const std::string& why) {
+                  std::lock_guard lock(mutex);
+                  lost.push_back(fmt::format("{} {}: {}", node, host, why));
+                  changed.notify_all();
+                });
+  std::unique_lock lock(mutex);
+  bool both = changed.wait_for(lock, std::chrono::seconds(10), [&] { return lost.size() == 2; });
+  lock.unlock();
+  if (!both) {
+    [[maybe_unused]] auto* leaked = agents.release();  // Its end would wait forever.
+    FAIL() << "an agent without descriptors was not reported lost within 10 s";
+  }
+  EXPECT_EQ(lost[0], "0 sim0: pipe: Too many open files");
+  EXPECT_EQ(lost[1], "1 sim1: pipe: Too many open files");
+  auto began = std::chrono::steady_clock::now();
+  agents->finish(std::chrono::seconds(10));
+  agents.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
 }
 
 // The head's teardown (launcher/launch_hosts.cc launch_on_hosts): an agent is lost at the moment

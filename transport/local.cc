@@ -66,7 +66,8 @@ class LocalAgent : public AgentProcess {
   }
 
  private:
-  // Ended without running: every descriptor the relay polls reads end-of-file at once.
+  // Ended without running: every descriptor the relay polls reads end-of-file at once (or is
+  // -1, when no descriptor was left for a pipe: the relay takes that as ended too).
   void fail(const std::string& why) {
     result_.error = why;
     for (int* fd : {&out_, &err_, &done_}) {
