@@ -17,6 +17,7 @@
 #include "launcher/join_progress.h"
 #include "launcher/signal_relay.h"
 #include "launcher/this_node.h"
+#include "rendezvous/server.h"
 #include "transport/local.h"
 #include "transport/slurm.h"
 #include "transport/slurm_env.h"
@@ -53,6 +54,57 @@ std::unique_ptr<transport::Transport> open_transport(const Options& o,
   }
   for (const auto& e : errors) error(e);
   return t;
+}
+
+// The descriptors this process holds at once for the job, a little more than measured
+// (docs/scale.md, "Descriptors"): the rendezvous server's four connections per node (control,
+// coordinator, heartbeats, signal watch); the transport's, per agent it starts itself: a
+// simulated agent's three pipes and pidfd, an SSH child's socket and four pipes (past
+// --tree_width, only the head's children of the tree); and what it holds already (inherited
+// ones too) and holds anyway (listeners, the event loop).
+std::size_t descriptors_needed(const Options& o, const LaunchPlan& plan,
+                               const std::vector<transport::AgentNode>& agent_nodes) {
+  std::size_t open = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    ++open;
+  }
+  if (ec) open = 3;
+  std::size_t need = open + 32 + 4 * plan.hosts.nodes.size();
+  if (o.launcher == "sim") {
+    need += 4 * agent_nodes.size();
+  } else if (o.launcher != "slurm" && !agent_nodes.empty()) {
+    need += 9 * transport::plan_tree(agent_nodes, o.tree_width).size();
+  }
+  return need;
+}
+
+// Says, and returns false, when this process may not open as many descriptors as the job needs
+// even after raising its soft limit to the hard one: a job that ran out midway would lose nodes
+// to refused connections instead. With PyTorch's store served here, each rank that uses it
+// holds one more connection; whether a rank does is the program's business, so too few
+// descriptors for those is only a warning.
+bool enough_descriptors(const Options& o, const LaunchPlan& plan, std::size_t need) {
+  std::size_t limit = rendezvous::raise_open_file_limit();
+  std::size_t nodes = plan.hosts.nodes.size();
+  if (limit < need) {
+    error(fmt::format("{} nodes need about {} open descriptors in this process (4 rendezvous "
+                      "connections per node, and the transport's), but its limit is {} (`ulimit "
+                      "-Hn`, nofile in /etc/security/limits.conf or LimitNOFILE= in a systemd "
+                      "unit): raise it to {} or more, or use fewer nodes",
+                      nodes, need, limit, need));
+    return false;
+  }
+  std::size_t ranks = 0;
+  for (const auto& n : plan.hosts.nodes) ranks += static_cast<std::size_t>(std::max(n.nproc, 1));
+  if (o.store == "mlrun" && limit < need + ranks) {
+    fmt::print(stderr,
+               "mlrun: warning: {} ranks that use PyTorch's store, served here (--store mlrun), "
+               "need about {} open descriptors in this process, but its limit is {} (`ulimit "
+               "-Hn`): connections past it are refused\n",
+               ranks, need + ranks, limit);
+  }
+  return true;
 }
 
 // The agents' job: the same for every node but its rank and worker count.
@@ -197,8 +249,10 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
             plan.world_size > 0 ? fmt::to_string(plan.world_size) : "from each node's GPUs",
             plan.backend);
   // 1. The transport to every node that gets an agent, made before anything starts: every
-  //    unreachable host is reported together and nothing runs.
+  //    unreachable host is reported together and nothing runs; so is a descriptor limit too low
+  //    for the job.
   std::vector<transport::AgentNode> agent_nodes = agent_nodes_of(plan);
+  if (!enough_descriptors(o, plan, descriptors_needed(o, plan, agent_nodes))) return 2;
   auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_period * 1000));
   // Declared before the agents so that it is destroyed after them: the transport's end joins its
   // threads, whose loss reports abort the job on this server (finish() has closed them by then).

@@ -31,7 +31,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline);
 /// every node that is not this host (a lost agent aborts the job naming its node), runs this
 /// host's workers when it is listed or else watches the job, then finishes the transport.
 /// Returns the job's exit code: 0, the first failed worker's code, 130 after SIGINT, 1 when
-/// aborted.
+/// aborted, 2 when this process may not open the descriptors the job needs (nothing starts).
 int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
                     const OpenTransport& open_transport);
 

@@ -3,11 +3,19 @@
 # Every worker starts on its own node; a failure on one node stops every worker on every node
 # with the failed worker's exit code and node named; Ctrl-C on the head stops everything; nothing
 # is left after either (agents, their lifelines and workers all carry the node names of this
-# test in MLRUN_NODE_NAME); and no simulated node's name is looked up in DNS.
-# MLRUN_SIM_TEST_NODES sets the size (default 128).
+# test in MLRUN_NODE_NAME); a descriptor limit too low for the job is refused before anything
+# starts; and no simulated node's name is looked up in DNS.
+# MLRUN_SIM_TEST_NODES sets the size (default 256).
 source "$(dirname "$0")/common.sh"
 
-nodes=${MLRUN_SIM_TEST_NODES:-128}
+# The head holds ~8 descriptors per simulated node (docs/scale.md, "Descriptors"): 256 nodes
+# where the hard limit allows it, else as many as it allows.
+nodes=${MLRUN_SIM_TEST_NODES:-256}
+hard=$(ulimit -Hn)
+if [ -z "${MLRUN_SIM_TEST_NODES:-}" ] && [ "$hard" != unlimited ] && [ $((hard / 9 - 8)) -lt "$nodes" ]; then
+  nodes=$((hard / 9 - 8))
+  echo "ulimit -Hn is $hard: $nodes nodes"
+fi
 fail_rank=$((nodes / 2 + 5))
 for ((i = 0; i < nodes; i++)); do echo "$MARKER-n$i slots=1"; done >"$T/hostfile"
 
@@ -26,6 +34,14 @@ job_pids() {
 }
 nothing_left() { [ -z "$(job_pids)" ]; }
 all_up() { [ "$(count_files "$T/up.*")" -eq "$nodes" ]; }
+# Waits for every worker, or for the head's early end, which it then shows.
+up_or_over() { all_up || ! mlrun_running; }
+wait_all_up() {
+  wait_until 180 up_or_over || true
+  all_up && return
+  mlrun_running || fail "the head ended with $(count_files "$T/up.*") of $nodes workers started: $(tail -3 "$T/err")"
+  fail "$(count_files "$T/up.*") of $nodes workers started"
+}
 
 # Each worker ran on its own simulated node, named after its hostfile line.
 check_nodes() {
@@ -37,7 +53,7 @@ check_nodes() {
 
 # 1. A failure on one node stops every worker on every node.
 start_mlrun --launcher sim --hostfile "$T/hostfile" -x "FAIL_RANK=$fail_rank" "$T/worker.sh"
-wait_until 180 all_up || fail "$(count_files "$T/up.*") of $nodes workers started"
+wait_all_up
 check_nodes
 touch "$T/fail"
 wait_mlrun 120
@@ -49,7 +65,7 @@ echo "failure: $nodes nodes stopped, nothing left"
 # 2. Ctrl-C on the head.
 rm -f "$T"/up.* "$T/fail"
 start_mlrun --launcher sim --hostfile "$T/hostfile" -x "FAIL_RANK=-1" "$T/worker.sh"
-wait_until 180 all_up || fail "$(count_files "$T/up.*") of $nodes workers started"
+wait_all_up
 kill -INT "$MLRUN_PID"
 wait_mlrun 120
 expect_rc 130
@@ -61,7 +77,20 @@ run_mlrun --launcher sim /bin/true
 expect_rc 2
 expect_grep "$T/err" "--launcher sim needs the simulated nodes: give --hostfile or -H"
 
-# 4. No simulated node's name is looked up: a lookup waits for the name server (~6 s where it
+# 4. A descriptor limit too low for the job (the head holds ~8 per simulated node): refused at
+# once, naming the need and the limit, before anything starts. It ran out midway before: the
+# server evicted agents' connections and the head waited forever for agents without pipes.
+rm -f "$T"/up.*
+RC=0
+(ulimit -n 256 && exec timeout 60 "$MLRUN" --launcher sim --hostfile "$T/hostfile" \
+  -x "FAIL_RANK=-1" "$T/worker.sh") >"$T/out" 2>"$T/err" || RC=$?
+expect_rc 2
+expect_grep "$T/err" "^mlrun: error: $nodes nodes need about [0-9]+ open descriptors .* its limit is 256"
+[ "$(count_files "$T/up.*")" -eq 0 ] || fail "workers started: $(count_files "$T/up.*")"
+wait_until 30 nothing_left || fail "left after the refusal: $(job_pids | head -5 | paste -sd' ')"
+echo "descriptors: refused under ulimit -n 256, nothing started"
+
+# 5. No simulated node's name is looked up: a lookup waits for the name server (~6 s where it
 # does not answer). In a network and mount namespace of its own, the job's resolver is a
 # recorder on 127.0.0.1:53 that answers every query "no such name"; a lookup made on purpose
 # first shows that the recorder sees them.
@@ -108,6 +137,6 @@ if unshare -mn true 2>/dev/null && command -v python3 >/dev/null; then
   fi
   echo "names: none of 3 simulated nodes looked up"
 else
-  echo "SKIP case 4: needs unshare -mn (root) and python3"
+  echo "SKIP case 5: needs unshare -mn (root) and python3"
 fi
 echo PASS
