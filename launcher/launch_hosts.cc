@@ -60,17 +60,11 @@ std::unique_ptr<transport::Transport> open_transport(const Options& o,
 // (docs/scale.md, "Descriptors"): the rendezvous server's four connections per node (control,
 // coordinator, heartbeats, signal watch); the transport's, per agent it starts itself: a
 // simulated agent's three pipes and pidfd, an SSH child's socket and four pipes (past
-// --tree_width, only the head's children of the tree); and what it holds already (inherited
-// ones too) and holds anyway (listeners, the event loop).
+// --tree_width, only the head's children of the tree); and what it holds already and holds
+// anyway (descriptors_besides).
 std::size_t descriptors_needed(const Options& o, const LaunchPlan& plan,
                                const std::vector<transport::AgentNode>& agent_nodes) {
-  std::size_t open = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
-    ++open;
-  }
-  if (ec) open = 3;
-  std::size_t need = open + 32 + 4 * plan.hosts.nodes.size();
+  std::size_t need = descriptors_besides() + 4 * plan.hosts.nodes.size();
   if (o.launcher == "sim") {
     need += 4 * agent_nodes.size();
   } else if (o.launcher != "slurm" && !agent_nodes.empty()) {
@@ -79,25 +73,15 @@ std::size_t descriptors_needed(const Options& o, const LaunchPlan& plan,
   return need;
 }
 
-// Says, and returns false, when this process may not open as many descriptors as the job needs
-// even after raising its soft limit to the hard one: a job that ran out midway would lose nodes
-// to refused connections instead. With PyTorch's store served here, each rank that uses it
-// holds one more connection; whether a rank does is the program's business, so too few
-// descriptors for those is only a warning.
+// descriptor_limit_allows, and with PyTorch's store served here a warning: each rank that uses
+// it holds one more connection, and whether a rank does is the program's business.
 bool enough_descriptors(const Options& o, const LaunchPlan& plan, std::size_t need) {
-  std::size_t limit = rendezvous::raise_open_file_limit();
   std::size_t nodes = plan.hosts.nodes.size();
-  if (limit < need) {
-    error(fmt::format("{} nodes need about {} open descriptors in this process (4 rendezvous "
-                      "connections per node, and the transport's), but its limit is {} (`ulimit "
-                      "-Hn`, nofile in /etc/security/limits.conf or LimitNOFILE= in a systemd "
-                      "unit): raise it to {} or more, or use fewer nodes",
-                      nodes, need, limit, need));
-    return false;
-  }
+  if (!descriptor_limit_allows(need, nodes, "the transport's")) return false;
   std::size_t ranks = 0;
   for (const auto& n : plan.hosts.nodes) ranks += static_cast<std::size_t>(std::max(n.nproc, 1));
-  if (o.store == "mlrun" && limit < need + ranks) {
+  if (std::size_t limit = rendezvous::raise_open_file_limit();
+      o.store == "mlrun" && limit < need + ranks) {
     fmt::print(stderr,
                "mlrun: warning: {} ranks that use PyTorch's store, served here (--store mlrun), "
                "need about {} open descriptors in this process, but its limit is {} (`ulimit "
@@ -303,6 +287,26 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
     head_signals->on_forward(nullptr);
   }
   return code;
+}
+
+std::size_t descriptors_besides() {
+  std::size_t open = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    ++open;
+  }
+  return (ec ? 3 : open) + 32;
+}
+
+bool descriptor_limit_allows(std::size_t need, std::size_t nodes, std::string_view besides) {
+  std::size_t limit = rendezvous::raise_open_file_limit();
+  if (limit >= need) return true;
+  error(fmt::format("{} nodes need about {} open descriptors in this process (4 rendezvous "
+                    "connections per node, and {}), but its limit is {} (`ulimit -Hn`, nofile in "
+                    "/etc/security/limits.conf or LimitNOFILE= in a systemd unit): raise it to {} "
+                    "or more, or use fewer nodes",
+                    nodes, need, besides, limit, need));
+  return false;
 }
 
 void print_host_plan(const Options& o, const LaunchPlan& plan) {

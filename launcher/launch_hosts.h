@@ -4,8 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "launcher/options.h"
@@ -34,6 +36,16 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline);
 /// aborted, 2 when this process may not open the descriptors the job needs (nothing starts).
 int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
                     const OpenTransport& open_transport);
+
+/// What this process holds besides a job's connections and pipes: its open descriptors now
+/// (inherited ones too) and a margin for the listeners and the event loop (docs/scale.md,
+/// "Descriptors").
+std::size_t descriptors_besides();
+
+/// Raises this process's open-file soft limit to the hard limit; when that is still below need,
+/// says so (the nodes, the need and what it is besides the nodes' connections, the limit and how
+/// to raise it) and returns false.
+bool descriptor_limit_allows(std::size_t need, std::size_t nodes, std::string_view besides);
 
 /// --dry-run of such a job: every node, its ranks and how it is reached.
 void print_host_plan(const Options& o, const LaunchPlan& plan);

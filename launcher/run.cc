@@ -229,6 +229,15 @@ bool runs_processes_here(const Options& o, const LaunchPlan& plan) {
 // cannot.
 bool serve_rendezvous(const Options& o, const LaunchPlan& plan, RendezvousPlan& rdzv,
                       std::optional<rendezvous::Server>& server) {
+  // Every node holds four connections here (docs/scale.md, "Descriptors"), this node's workers
+  // a few pipes each.
+  auto nodes = static_cast<std::size_t>(o.nnodes_max);
+  if (nodes > 1 && !descriptor_limit_allows(descriptors_besides() + 4 * nodes +
+                                                4 * static_cast<std::size_t>(plan.nproc),
+                                            nodes, "this node's workers'")) {
+    transport::end_step_early(o);
+    return false;
+  }
   try {
     rendezvous::ServerOptions so{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id};
     so.torch_store = o.store == "mlrun";

@@ -88,6 +88,13 @@ expect_rc 2
 expect_grep "$T/err" "^mlrun: error: $nodes nodes need about [0-9]+ open descriptors .* its limit is 256"
 [ "$(count_files "$T/up.*")" -eq 0 ] || fail "workers started: $(count_files "$T/up.*")"
 wait_until 30 nothing_left || fail "left after the refusal: $(job_pids | head -5 | paste -sd' ')"
+# So is node 0 of a job started node by node, which serves the others' connections.
+RC=0
+(ulimit -n 256 && exec timeout 60 "$MLRUN" --nnodes=100 --node_rank=0 --master_addr=127.0.0.1 \
+  --master_port="$(pick_port)" "$T/worker.sh") >"$T/out" 2>"$T/err" || RC=$?
+expect_rc 1
+expect_grep "$T/err" "^mlrun: error: 100 nodes need about [0-9]+ open descriptors .* its limit is 256"
+[ "$(count_files "$T/up.*")" -eq 0 ] || fail "node 0 started workers: $(count_files "$T/up.*")"
 echo "descriptors: refused under ulimit -n 256, nothing started"
 
 # 5. No simulated node's name is looked up: a lookup waits for the name server (~6 s where it
