@@ -163,6 +163,12 @@ class SlurmGrace {
   std::thread thread_;  // Last: it starts once the fields it writes exist.
 };
 
+// How long an agent's stdin may have ended before its lifeline SIGKILLs it.
+std::chrono::milliseconds awake_bound(double grace_period) {
+  return std::chrono::milliseconds(static_cast<long>(grace_period * 1000)) +
+         std::chrono::seconds(10);
+}
+
 }  // namespace
 
 // `mlrun agent`: one node of a job started by a head. Over SSH its job arrives on stdin (one JSON
@@ -173,6 +179,14 @@ class SlurmGrace {
 int agent_command(const std::vector<std::string>&) {
   const char* from_env = std::getenv("MLRUN_AGENT_JOB");
   const bool slurm = from_env != nullptr;
+  // The lifeline first, forked while this process is small and has one thread: the fewer pages
+  // it has, the fewer the fork copies and the fewer copy-on-write faults follow
+  // (docs/launcher.md, "Start-up"). Over SSH, a hung agent (SIGSTOP, D state) never reads its
+  // stdin's end: its lifeline sees it, and SIGKILLs the agent when it has not stopped its
+  // workers by itself within the grace period and 10 s, as it would when awake. Until the job
+  // says its grace period, the default's.
+  Lifeline lifeline = slurm ? Lifeline::fork_now()
+                            : Lifeline::fork_now(STDIN_FILENO, awake_bound(Options().grace_period));
   // The head starts an agent right after its host's connect and hands it the job once every
   // host is connected; when one could not be, it ends this stdin first. Nothing ran: exit 0, in
   // silence (docs/multinode.md "How a launch starts").
@@ -208,7 +222,6 @@ int agent_command(const std::vector<std::string>&) {
   LaunchPlan plan;
   plan.gpu_ids = record.gpus;
   bool planned = plan_launch(parsed.options, plan, errors);
-  // Taken before the lifeline's fork, which wants no other thread.
   if (int code = slurm_grace ? slurm_grace->take(parsed.options) : -1; code >= 0) return code;
   if (!planned) return 2;
   plan.job_id = job.job_id;
@@ -219,20 +232,15 @@ int agent_command(const std::vector<std::string>&) {
     job.signal_note = transport::slurm_signal_note(transport::read_slurm_env().job_id);
   }
   keep_forwarded_signals_harmless(plan.signals);
-  // Over SSH, a hung agent (SIGSTOP, D state) never reads its stdin's end: its lifeline sees
-  // it, and SIGKILLs the agent when it has not stopped its workers by itself within the grace
-  // period and 10 s, as it would when awake.
-  auto awake_bound =
-      std::chrono::milliseconds(static_cast<long>(parsed.options.grace_period * 1000)) +
-      std::chrono::seconds(10);
-  Lifeline lifeline = slurm ? Lifeline::start() : Lifeline::start(STDIN_FILENO, awake_bound);
+  if (!slurm) lifeline.set_bound(awake_bound(parsed.options.grace_period));
   signal(SIGPIPE, SIG_IGN);
   job.print_summary = false;
   // The head's forwarded signals come through the rendezvous. One this agent gets itself goes to
   // its own workers only (over SSH; in a Slurm step Slurm has signalled them already).
   job.watch_signals = true;
   // An interior agent of the launch tree starts its children first (after the lifeline's fork,
-  // which must not hold their connections: this agent's end closes them, their lifeline).
+  // at the top, which must not hold their connections: this agent's end closes them, their
+  // lifeline).
   std::unique_ptr<transport::SshSubtree> children;
   if (!slurm) children = start_children(record);
   int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO);

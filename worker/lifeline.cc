@@ -31,6 +31,9 @@ char tracked_dir[PATH_MAX];
 // The node's job cgroup (worker/cgroup.h) to kill and remove, or empty.
 char tracked_cgroup[PATH_MAX];
 
+// The watched descriptor's grace (Lifeline::set_bound), in ms; the "BMS" line changes it.
+long watch_bound_ms = 0;
+
 // "XPATH" sets a path, "x" forgets it.
 void set_path(char* target, const char* line, std::size_t len, bool set) {
   std::size_t n = set && len - 1 < PATH_MAX ? len - 1 : 0;
@@ -39,9 +42,18 @@ void set_path(char* target, const char* line, std::size_t len, bool set) {
 }
 
 // Applies one line of the pipe: "+PGID" / "-PGID" track and forget a process group, "DPATH" /
-// "d" a directory, "CPATH" / "c" a cgroup.
+// "d" a directory, "CPATH" / "c" a cgroup, "BMS" the watched descriptor's bound.
 void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
   if (len == 0) return;
+  if (line[0] == 'B') {
+    long ms = 0;
+    for (std::size_t d = 1; d < len && d < 12; ++d) {
+      if (line[d] < '0' || line[d] > '9') return;
+      ms = ms * 10 + (line[d] - '0');
+    }
+    watch_bound_ms = ms;
+    return;
+  }
   if (line[0] == 'D' || line[0] == 'd') return set_path(tracked_dir, line, len, line[0] == 'D');
   if (line[0] == 'C' || line[0] == 'c') return set_path(tracked_cgroup, line, len, line[0] == 'C');
   pid_t pgid = 0;
@@ -63,9 +75,8 @@ void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
 }
 
 // Waits until the launcher's pipe ends; watch >= 0: or until watch's other end has been closed
-// for bound_ms, when the launcher is SIGKILLed first.
-void wait_for_the_end(int fd, int watch, long bound_ms, pid_t launcher, pid_t* tracked,
-                      int& count) {
+// for watch_bound_ms, when the launcher is SIGKILLed first.
+void wait_for_the_end(int fd, int watch, pid_t launcher, pid_t* tracked, int& count) {
   static char line[PATH_MAX + 2];
   std::size_t len = 0;
   char buf[4096];
@@ -87,7 +98,7 @@ void wait_for_the_end(int fd, int watch, long bound_ms, pid_t launcher, pid_t* t
     }
     if (n <= 0) continue;
     if (watch >= 0 && left_ms < 0 && (p[1].revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
-      left_ms = std::max(1L, bound_ms);
+      left_ms = std::max(1L, watch_bound_ms);
     }
     if (p[0].revents == 0) continue;
     ssize_t got = read(fd, buf, sizeof buf);
@@ -98,7 +109,12 @@ void wait_for_the_end(int fd, int watch, long bound_ms, pid_t launcher, pid_t* t
         if (len < sizeof line) line[len++] = buf[i];
         continue;
       }
+      const long before_ms = watch_bound_ms;
       apply_line(line, len, tracked, count);
+      // A new bound while counting down moves the deadline with it.
+      if (left_ms >= 0 && watch_bound_ms != before_ms) {
+        left_ms = std::max(1L, left_ms + watch_bound_ms - before_ms);
+      }
       len = 0;
     }
   }
@@ -139,7 +155,8 @@ void send(int fd, char op, pid_t pgid) {
   close_descriptors_from(watch >= 0 ? 5 : 4);
   static pid_t tracked[kMaxTracked];
   int count = 0;
-  wait_for_the_end(fd, watch, bound_ms, launcher, tracked, count);
+  watch_bound_ms = bound_ms;
+  wait_for_the_end(fd, watch, launcher, tracked, count);
   for (int k = 0; k < count; ++k) killpg(tracked[k], SIGKILL);
   // What left the groups (a worker's setsid daemon) is still in the job's cgroup.
   if (tracked_cgroup[0] != '\0') {
@@ -219,14 +236,22 @@ pid_t spawn_lifeline(const std::string& program, int pipe_read, int watch_fd, lo
 }  // namespace
 
 Lifeline Lifeline::start(int watch_fd, std::chrono::milliseconds bound) {
+  return begin(watch_fd, bound, /*program_first=*/true);
+}
+
+Lifeline Lifeline::fork_now(int watch_fd, std::chrono::milliseconds bound) {
+  return begin(watch_fd, bound, /*program_first=*/false);
+}
+
+Lifeline Lifeline::begin(int watch_fd, std::chrono::milliseconds bound, bool program_first) {
   Lifeline l;
   const pid_t launcher = getpid();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return l;
   const long bound_ms = static_cast<long>(bound.count());
   pid_t pid = -1;
-  if (const std::string& program = lifeline_program(); !program.empty()) {
-    pid = spawn_lifeline(program, fds[0], watch_fd, bound_ms, launcher);
+  if (program_first && !lifeline_program().empty()) {
+    pid = spawn_lifeline(lifeline_program(), fds[0], watch_fd, bound_ms, launcher);
   }
   // Else (mlrun copied without its lifeline program, or the spawn refused) a fork of this
   // process runs the same loop.
@@ -278,6 +303,14 @@ void Lifeline::send_path(char op, const std::string& path) {
       (path.empty() ? std::string(1, static_cast<char>(op + 'a' - 'A')) : op + path) + "\n";
   // One write: a pipe takes up to PIPE_BUF (4 KiB = PATH_MAX) bytes atomically.
   while (write(fd_, line.data(), line.size()) < 0 && errno == EINTR) {
+  }
+}
+
+void Lifeline::set_bound(std::chrono::milliseconds bound) {
+  if (fd_ < 0) return;
+  char line[32];
+  int len = std::snprintf(line, sizeof line, "B%ld\n", static_cast<long>(bound.count()));
+  while (write(fd_, line, static_cast<std::size_t>(len)) < 0 && errno == EINTR) {
   }
 }
 

@@ -1,10 +1,11 @@
 // A backstop for the case no handler can cover: the launcher SIGKILLed. PR_SET_PDEATHSIG kills
 // each worker, but not the children a worker started. The lifeline is a small process started
-// at start-up (the mlrun-lifeline program where it is installed, else a fork of the launcher)
-// that holds the read end of a pipe; the launcher writes the process groups it starts and ends
-// into it, and when the pipe reports end-of-file (the launcher is gone, however it died) the
-// lifeline SIGKILLs every group still listed, kills and removes the job's cgroup it was
-// given (what left the groups), removes the directory it was given, then exits.
+// at start-up (a head: the mlrun-lifeline program where it is installed, else a fork of the
+// launcher; an agent: a fork, first thing, which is cheaper while it is small) that holds the read
+// end of a pipe; the launcher writes the process groups it starts and ends into it, and when the
+// pipe reports end-of-file (the launcher is gone, however it died) the lifeline SIGKILLs every
+// group still listed, kills and removes the job's cgroup it was given (what left the groups),
+// removes the directory it was given, then exits.
 #pragma once
 
 #include <sys/types.h>
@@ -26,11 +27,19 @@ class Lifeline {
   /// launcher and then sweeps as when it is gone.
   static Lifeline start(int watch_fd = -1,
                         std::chrono::milliseconds bound = std::chrono::milliseconds(0));
+  /// The same, always as a fork that does not exec: for a process that has just started (an
+  /// agent, before it reads its job), whose few pages make the fork cheaper than the program's
+  /// exec and start-up (docs/launcher.md, "Start-up"). Call it before any thread is started.
+  static Lifeline fork_now(int watch_fd = -1,
+                           std::chrono::milliseconds bound = std::chrono::milliseconds(0));
   Lifeline() = default;
   Lifeline(Lifeline&& other) noexcept : fd_(other.fd_), pid_(other.pid_) { other.fd_ = -1; }
   Lifeline& operator=(Lifeline&& other) noexcept;
   ~Lifeline();
 
+  /// A new bound for the watched descriptor (start's `bound`), for a launcher that learns it
+  /// after its lifeline started; a countdown already running moves by the difference.
+  void set_bound(std::chrono::milliseconds bound);
   void track(pid_t pgid);
   void untrack(pid_t pgid);
   /// The directory the lifeline removes, with everything in it, when the launcher is gone
@@ -43,6 +52,7 @@ class Lifeline {
   pid_t pid() const { return pid_; }
 
  private:
+  static Lifeline begin(int watch_fd, std::chrono::milliseconds bound, bool program_first);
   void send_path(char op, const std::string& path);
   int fd_ = -1;
   pid_t pid_ = -1;

@@ -21,7 +21,10 @@ early_agents() {
   done
   true
 }
-two_early_agents() { [ "$(early_agents | wc -l)" -ge 2 ]; }
+# Each agent forks its lifeline first thing (same command line): count hosts, not processes.
+two_early_agents() {
+  [ "$(for p in $(early_agents); do host_of_pid "$p"; done | sort -u | wc -l)" -ge 2 ]
+}
 
 "$CLUSTER" drop 3
 start_mlrun -H host1:2,host2:2,host3:2 "$T/w.sh"
