@@ -457,7 +457,15 @@ std::unique_ptr<RemoteAgents> RemoteAgents::connect(const std::vector<Target>& a
     }
     log::debug("ssh {}: starting the agent of node {}: {}", targets[i].host, agents[i].node_rank,
                command);
-    started[i].emplace(RemoteCommand::start(std::move(std::get<SshSession>(result)), command, ""));
+    // Its pipes and pump thread are this process's: out of descriptors or threads, this host
+    // fails like one that could not be connected (on a connecting thread, a throw would end
+    // the head).
+    try {
+      started[i].emplace(
+          RemoteCommand::start(std::move(std::get<SshSession>(result)), command, ""));
+    } catch (const std::exception& e) {
+      failed[i] = fmt::format("{}: cannot start the agent: {}", targets[i].host, e.what());
+    }
   });
   for (const auto& f : failed) {
     if (!f.empty()) errors.push_back(f);
