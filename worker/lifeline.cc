@@ -41,26 +41,28 @@ void set_path(char* target, const char* line, std::size_t len, bool set) {
   target[n] = '\0';
 }
 
+// The decimal number after a line's op character (at most 11 digits); -1 when it is not one.
+long number_of(const char* line, std::size_t len) {
+  long n = 0;
+  for (std::size_t d = 1; d < len && d < 12; ++d) {
+    if (line[d] < '0' || line[d] > '9') return -1;
+    n = n * 10 + (line[d] - '0');
+  }
+  return n;
+}
+
 // Applies one line of the pipe: "+PGID" / "-PGID" track and forget a process group, "DPATH" /
 // "d" a directory, "CPATH" / "c" a cgroup, "BMS" the watched descriptor's bound.
 void apply_line(const char* line, std::size_t len, pid_t* tracked, int& count) {
   if (len == 0) return;
-  if (line[0] == 'B') {
-    long ms = 0;
-    for (std::size_t d = 1; d < len && d < 12; ++d) {
-      if (line[d] < '0' || line[d] > '9') return;
-      ms = ms * 10 + (line[d] - '0');
-    }
-    watch_bound_ms = ms;
-    return;
-  }
   if (line[0] == 'D' || line[0] == 'd') return set_path(tracked_dir, line, len, line[0] == 'D');
   if (line[0] == 'C' || line[0] == 'c') return set_path(tracked_cgroup, line, len, line[0] == 'C');
-  pid_t pgid = 0;
-  for (std::size_t d = 1; d < len && d < 12; ++d) {
-    if (line[d] < '0' || line[d] > '9') return;
-    pgid = pgid * 10 + (line[d] - '0');
+  const long n = number_of(line, len);
+  if (line[0] == 'B') {
+    if (n >= 0) watch_bound_ms = n;
+    return;
   }
+  const pid_t pgid = static_cast<pid_t>(n);
   if (pgid <= 0) return;
   if (line[0] == '+') {
     if (count < kMaxTracked) tracked[count++] = pgid;
@@ -120,9 +122,9 @@ void wait_for_the_end(int fd, int watch, pid_t launcher, pid_t* tracked, int& co
   }
 }
 
-void send(int fd, char op, pid_t pgid) {
+void send(int fd, char op, long number) {
   char line[32];
-  int len = std::snprintf(line, sizeof line, "%c%d\n", op, static_cast<int>(pgid));
+  int len = std::snprintf(line, sizeof line, "%c%ld\n", op, number);
   // Short writes to a pipe below PIPE_BUF are atomic; a failure means the lifeline is gone and
   // nothing else can be done about it here.
   while (write(fd, line, static_cast<std::size_t>(len)) < 0 && errno == EINTR) {
@@ -307,11 +309,7 @@ void Lifeline::send_path(char op, const std::string& path) {
 }
 
 void Lifeline::set_bound(std::chrono::milliseconds bound) {
-  if (fd_ < 0) return;
-  char line[32];
-  int len = std::snprintf(line, sizeof line, "B%ld\n", static_cast<long>(bound.count()));
-  while (write(fd_, line, static_cast<std::size_t>(len)) < 0 && errno == EINTR) {
-  }
+  if (fd_ >= 0) send(fd_, 'B', static_cast<long>(bound.count()));
 }
 
 void Lifeline::remove_on_exit(const std::string& dir) {

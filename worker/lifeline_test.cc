@@ -1,6 +1,5 @@
 #include "worker/lifeline.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
