@@ -235,6 +235,41 @@ pid_t spawn_lifeline(const std::string& program, int pipe_read, int watch_fd, lo
   return pid;
 }
 
+// A forked lifeline's command line is its launcher's (`mlrun agent ...`): `ps`, `pgrep -f` and
+// `pkill -f 'mlrun agent'` would take it for an agent. It names itself instead, over its own
+// copy of the arguments' memory (as setproctitle does), zeroing the rest so nothing is shown twice.
+void name_command_line() {
+  char* args = program_invocation_name;  // glibc: argv[0], the start of the arguments' memory
+  if (args == nullptr) return;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  // Its first PATH_MAX bytes, to compare with argv[0]; past them only the length counts.
+  char head[PATH_MAX], rest[4096];
+  std::size_t total = 0;
+  while (true) {
+    const bool in_head = total < sizeof head;
+    ssize_t n =
+        read(fd, in_head ? head + total : rest, in_head ? sizeof head - total : sizeof rest);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return;
+    }
+    if (n == 0) break;
+    total += static_cast<std::size_t>(n);
+  }
+  close(fd);
+  constexpr char kName[] = "mlrun-lifeline";
+  // The memory must be what the kernel shows: it starts with argv[0] and ends with a NUL.
+  const std::size_t first = std::strlen(args) + 1;
+  if (total < sizeof kName || first > total || first > sizeof head ||
+      std::memcmp(head, args, first) != 0 || args[total - 1] != '\0') {
+    return;
+  }
+  std::memset(args, 0, total);
+  std::memcpy(args, kName, sizeof kName);
+}
+
 }  // namespace
 
 Lifeline Lifeline::start(int watch_fd, std::chrono::milliseconds bound) {
@@ -268,6 +303,7 @@ Lifeline Lifeline::begin(int watch_fd, std::chrono::milliseconds bound, bool pro
     // Out of the launcher's process group, so that a group-wide signal to the launcher's job
     // (kill -TERM -PGID) still leaves the lifeline to clean up after it.
     setpgid(0, 0);
+    name_command_line();
     lifeline_main(fds[0], watch_fd, bound_ms, launcher);
   }
   close(fds[0]);

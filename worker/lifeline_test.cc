@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -105,6 +108,31 @@ TEST(Lifeline, TheStartingBoundHoldsUntilChanged) {
   ASSERT_TRUE(WIFSIGNALED(e.status)) << e.status;
   EXPECT_EQ(WTERMSIG(e.status), SIGKILL);
   EXPECT_GE(e.after, 1400ms);
+}
+
+std::string command_line_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  return text;
+}
+
+// A forked lifeline names itself, so that `pgrep -f` and `pkill -f 'mlrun agent'` do not take
+// it for its launcher; the launcher's own command line stays as it was.
+TEST(Lifeline, AForkedLifelineNamesItsCommandLine) {
+  const std::string mine = command_line_of(getpid());
+  ASSERT_FALSE(mine.empty());
+  Lifeline l = Lifeline::fork_now();
+  ASSERT_TRUE(l.active());
+  std::string seen;
+  for (int i = 0; i < 500 && (seen = command_line_of(l.pid())) != "mlrun-lifeline"; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(seen, "mlrun-lifeline");
+  EXPECT_EQ(command_line_of(getpid()), mine);
+  const pid_t pid = l.pid();
+  l = Lifeline();  // Its pipe's end: it exits.
+  EXPECT_EQ(waitpid(pid, nullptr, 0), pid);
 }
 
 }  // namespace

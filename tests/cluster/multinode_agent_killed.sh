@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A node's agent SIGKILLed mid-job: every node stops, mlrun exits non-zero, and the summary names
-# the lost node and its host. The agent killed is the worker's parent (an agent's lifeline is a
-# fork with the same command line, "mlrun agent", and is not the one to kill).
+# the lost node and its host. The agent killed is the worker's parent (not its lifeline, a fork
+# that names itself `mlrun-lifeline`).
 source "$(dirname "$0")/multinode_lib.sh"
 write_worker worker.sh '
 echo "$$ $PPID $(hostname)" >"$T/pid.$RANK"

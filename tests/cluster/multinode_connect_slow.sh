@@ -12,16 +12,16 @@ write_worker w.sh '
 touch "$T/started.$RANK.$(hostname)"
 exec "$T/sleep" 1000'
 
-# The agents of this build of mlrun on host1 and host2, job or not (agent_pids sees only those
-# that entered $T, which a job's agent does first).
+# The agents of this build of mlrun on host1 and host2 and their lifelines, job or not
+# (agent_pids sees only those that entered $T, which a job's agent does first).
 early_agents() {
   local p
-  for p in $(pgrep -fx -- "$MLRUN agent" || true); do
+  for p in $(pgrep -fx -- "$MLRUN agent|mlrun-lifeline" || true); do
     case "$(host_of_pid "$p")" in host1 | host2) echo "$p" ;; esac
   done
   true
 }
-# Each agent forks its lifeline first thing (same command line): count hosts, not processes.
+# Each agent forks its lifeline first thing: count hosts, not processes.
 two_early_agents() {
   [ "$(for p in $(early_agents); do host_of_pid "$p"; done | sort -u | wc -l)" -ge 2 ]
 }

@@ -78,7 +78,8 @@ need_torch() {
   export PYTHON
 }
 
-# agent_pids: the `mlrun agent` processes of this job (an agent and its lifeline fork).
+# agent_pids: the `mlrun agent` processes of this job (not their lifelines, forks that name
+# themselves `mlrun-lifeline`).
 agent_pids() {
   local p
   for p in $(pgrep -fx -- "$MLRUN agent" || true); do
@@ -89,8 +90,7 @@ agent_pids() {
 
 # check_agent_of RANK HOST: sets AGENT to the pid of the agent that runs RANK on HOST, from
 # the worker's "$$ $PPID $(hostname)" line in $T/pid.RANK (or $T/up.RANK), and fails unless that
-# parent is an mlrun agent living on HOST. (An agent's lifeline is a fork with the same command
-# line, "mlrun agent", and is not the worker's parent.)
+# parent is an mlrun agent living on HOST.
 check_agent_of() {
   local f="$T/pid.$1" _w host
   [ -f "$f" ] || f="$T/up.$1"

@@ -30,7 +30,6 @@ for sig in USR1 USR2 USR1; do
   wait_until 30 lines_are "$n" "$sig" || fail "delivery $n ($sig) did not reach every worker once:"$'\n'"$(records)"
 done
 # An agent's own SIGUSR2 (host2's: ranks 2 and 3) reaches its workers and no one else's.
-# (The agent, not its lifeline fork: the lifeline's parent is the agent.)
 agent=
 agents=$(agent_pids)
 for p in $agents; do
