@@ -94,8 +94,13 @@ void on_exit_signal(ssh_session, ssh_channel, const char* signal, int, const cha
 
 enum class Control : char { kWriteStdin = 'w', kCloseStdin = 'e', kStop = 's' };
 
+}  // namespace
+
 // What other threads want written to a command's stdin (RemoteCommand::write_stdin); the pump
-// takes it when a kWriteStdin byte arrives.
+// takes it when a kWriteStdin byte arrives. Named, not anonymous: RemoteCommand::State holds
+// one, and in a unity build GCC warns of such a field (-Wsubobject-linkage).
+namespace channel_detail {
+
 struct StdinQueue {
   std::mutex mutex;
   std::string data;
@@ -105,6 +110,12 @@ struct StdinQueue {
     return std::exchange(data, {});
   }
 };
+
+}  // namespace channel_detail
+
+using channel_detail::StdinQueue;
+
+namespace {
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);

@@ -21,7 +21,9 @@ namespace mlrun {
 
 namespace asio = boost::asio;
 
-namespace {
+// Named, not anonymous: Agent::Impl holds them, and in a unity build this file is not the
+// unit's main file, where GCC warns of such fields (-Wsubobject-linkage).
+namespace agent_detail {
 
 // One pipe of one worker, read on the loop.
 struct PipeReader {
@@ -75,7 +77,10 @@ struct WorkerPipes {
   std::unique_ptr<PipeReader> err;
 };
 
-}  // namespace
+}  // namespace agent_detail
+
+using agent_detail::PipeReader;
+using agent_detail::WorkerPipes;
 
 struct Agent::Impl final : SupervisorHooks {
   Impl(asio::io_context& io, ProcessSpawner& spawner, Lifeline& lifeline,
