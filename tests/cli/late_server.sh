@@ -36,13 +36,26 @@ expect_grep "$T/err.1" "^mlrun: error: rendezvous connect at 127\.0\.0\.1:$port:
 
 # 3. The endpoint's port is bound by another process that does not listen (what an outgoing
 #    connection's local port looks like): the node cannot serve, joins, is refused, and says why.
-python3 -c '
+#    The holder binds a fresh port and says so before the node starts, or the test tries another:
+#    case 1's port may be in TIME_WAIT where its server closed first, and a bind without
+#    SO_REUSEADDR (the holder's) is refused that for a minute (seen once in a full run: the
+#    holder died, node 0 served, and the line below was never printed).
+holder=
+for _ in 1 2 3 4 5; do
+  port=$(pick_port)
+  rm -f "$T/bound"
+  python3 -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", int(sys.argv[1])))
-time.sleep(30)' "$port" &
-holder=$!
-sleep 0.5
+open(sys.argv[2], "w").close()
+time.sleep(30)' "$port" "$T/bound" 2>/dev/null &
+  holder=$!
+  for _ in $(seq 50); do [ -e "$T/bound" ] || ! kill -0 "$holder" 2>/dev/null && break; sleep 0.1; done
+  [ -e "$T/bound" ] && break
+  wait "$holder" 2>/dev/null || true
+done
+[ -e "$T/bound" ] || fail "no free port for the holder in 5 tries"
 rc=0
 "$MLRUN" --nnodes=2 --rdzv_endpoint=127.0.0.1:$port --rdzv_conf join_timeout=7 \
   --no_python "$T/hold.sh" >"$T/out.e" 2>"$T/err.e" || rc=$?
