@@ -53,6 +53,7 @@ time.sleep(30)' "$port" "$T/bound" 2>/dev/null &
   holder=$!
   for _ in $(seq 50); do [ -e "$T/bound" ] || ! kill -0 "$holder" 2>/dev/null && break; sleep 0.1; done
   [ -e "$T/bound" ] && break
+  kill "$holder" 2>/dev/null || true
   wait "$holder" 2>/dev/null || true
 done
 [ -e "$T/bound" ] || fail "no free port for the holder in 5 tries"
