@@ -51,7 +51,7 @@ s.bind(("127.0.0.1", int(sys.argv[1])))
 open(sys.argv[2], "w").close()
 time.sleep(30)' "$port" "$T/bound" 2>/dev/null &
   holder=$!
-  for _ in $(seq 50); do [ -e "$T/bound" ] || ! kill -0 "$holder" 2>/dev/null && break; sleep 0.1; done
+  wait_until 5 eval '[ -e "$T/bound" ] || ! kill -0 "$holder" 2>/dev/null' || true
   [ -e "$T/bound" ] && break
   kill "$holder" 2>/dev/null || true
   wait "$holder" 2>/dev/null || true
