@@ -275,8 +275,8 @@ void NodeCoordinator::on_signal(int sig) {
     return;
   }
   const char* abbrev = sigabbrev_np(sig);
-  publish_abort(fmt::format("interrupted: SIG{} on node {} ({}){}", abbrev ? abbrev : "?",
-                            node_rank_, job_.host, job_.signal_note));
+  publish_abort(fmt::format("interrupted: SIG{} on {}{}", abbrev ? abbrev : "?", self_name(),
+                            job_.signal_note));
 }
 
 // A forwarded signal here goes to the other nodes through the rendezvous (a head's).

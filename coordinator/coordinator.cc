@@ -196,7 +196,7 @@ void NodeCoordinator::wait_for_coordinator(int code) {
   }
   if (aborting_ && !lost_here_ && abort_message_.rfind("job aborted:", 0) != 0) {
     // This node gave up (its rendezvous failed, or its head is gone): tell every node.
-    publish_abort(fmt::format("node {} ({}): {}", node_rank_, job_.host, abort_message_));
+    publish_abort(fmt::format("{}: {}", self_name(), abort_message_));
   }
   if (aborting_ && job_.print_summary) fmt::print(stderr, "mlrun: {}\n", abort_message_);
   // The coordinator wakes from the abort or the verdict. A server that vanished without a

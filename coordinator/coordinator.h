@@ -100,6 +100,9 @@ class NodeCoordinator {
   void send_node_beat();
   // "node 1 (host2)": who a fixed-size node's heartbeats name.
   std::string heartbeat_name(int node_rank) const;
+  // How this node's own messages name it: heartbeat_name's form, or "host2 (no rank yet)" for a
+  // node whose rank the rendezvous has not given yet (--rdzv_endpoint without --node_rank).
+  std::string self_name() const;
   void check_change();
   void fill_lost_results(int g, const MembershipChange& change);
   // The end of run() (coordinator/coordinator.cc).

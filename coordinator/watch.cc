@@ -70,6 +70,10 @@ std::string NodeCoordinator::heartbeat_name(int node_rank) const {
   return fmt::format("node {} ({})", node_rank, job_.host);
 }
 
+std::string NodeCoordinator::self_name() const {
+  return node_rank_ < 0 ? fmt::format("{} (no rank yet)", job_.host) : heartbeat_name(node_rank_);
+}
+
 // One heartbeat of a fixed-size node. A server older than protocol 1.2 refuses the op: the job
 // runs without, and says so once. A lost server ends this node, as an elastic one.
 void NodeCoordinator::send_node_beat() {

@@ -64,5 +64,15 @@ kill "$holder" 2>/dev/null || true
 [ "$rc" -eq 1 ] || fail "with the port held: exit $rc, want 1: $(cat "$T/err.e")"
 expect_grep "$T/err.e" "^mlrun: waiting for the rendezvous at 127\.0\.0\.1:$port \(Connection refused\): .*; this host is the endpoint's but could not serve it \(.*Address already in use.*\), so it joins whoever does: if no other mlrun on this host serves it, free port $port or give another --rdzv_endpoint$"
 [ ! -s "$T/out.e" ] || fail "a worker ran without its job: $(cat "$T/out.e")"
+
+# 4. One node of two that serves --rdzv_endpoint itself, alone until join_timeout: the abort it
+#    publishes names its host, not the rank the rendezvous never gave it ("node -1" before).
+port=$(pick_port)
+rc=0
+"$MLRUN" --nnodes=2 --rdzv_endpoint=127.0.0.1:$port --rdzv_conf join_timeout=2 \
+  --no_python "$T/hold.sh" >"$T/out.a" 2>"$T/err.a" || rc=$?
+[ "$rc" -eq 1 ] || fail "alone: exit $rc, want 1: $(cat "$T/err.a")"
+expect_grep "$T/err.a" "^mlrun rdzv: job aborted by 127\.0\.0\.1:[0-9]+: \"$(hostname) \(no rank yet\): rendezvous join_node "
+expect_no_grep "$T/err.a" "node -1"
 assert_no_marker_left
 echo PASS
