@@ -22,7 +22,12 @@ s.bind(('0.0.0.0', $port))
 s.listen()
 open('$T/squatting', 'w').close()
 time.sleep(120)" &
-while [ ! -e "$T/squatting" ]; do sleep 0.05; done
+squatter=$!
+# A squatter that could not bind (the port still in TIME_WAIT) has ended: say so, not wait.
+while [ ! -e "$T/squatting" ]; do
+  kill -0 $squatter 2>/dev/null || { echo "squatter: could not hold port $port"; exit 3; }
+  sleep 0.05
+done
 srun -N3 --ntasks-per-node=1 "$MLRUN" --nproc_per_node=1 sh "$T/where.sh"
 echo "srun rc=$?"
 kill %1
@@ -30,6 +35,7 @@ SH
 rc=0
 export T MLRUN
 in_t salloc -N3 -J "$MARKER" -Q timeout 60 bash "$T/squat.sh" >"$T/out" 2>&1 || rc=$?
+expect_no_grep "$T/out" "^squatter: "
 [ $rc -ne 124 ] || fail "the step did not end within 60 s of node 0's failure: $(cat "$T/out")"
 expect_grep "$T/out" "^mlrun: error: cannot serve the rendezvous on 10\.78\.0\.11:[0-9]+: .*Address already in use"
 expect_grep "$T/out" "^mlrun: ending Slurm step [0-9]+\.1 \(scancel [0-9]+\.1\): node 0 failed before it joined"
