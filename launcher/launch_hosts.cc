@@ -229,7 +229,8 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
                     const OpenTransport& open_transport) {
   const auto& nodes = plan.hosts.nodes;
   const auto began = std::chrono::steady_clock::now();
-  log::info("job {}: {} nodes, world size {}, backend {}", plan.job_id, nodes.size(),
+  log::info("job {}: {} node{}, world size {}, backend {}", plan.job_id, nodes.size(),
+            nodes.size() == 1 ? "" : "s",
             plan.world_size > 0 ? fmt::to_string(plan.world_size) : "from each node's GPUs",
             plan.backend);
   // 1. The transport to every node that gets an agent, made before anything starts: every
@@ -313,7 +314,8 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
   const bool slurm = o.launcher == "slurm";
   bool counted = true;  // Every node's worker count is known here (not its GPUs, under Slurm).
   for (const auto& n : plan.hosts.nodes) counted = counted && n.nproc > 0;
-  fmt::print("mlrun: dry run: {} nodes, world size {}, backend {}\n", plan.hosts.nodes.size(),
+  const size_t n = plan.hosts.nodes.size();
+  fmt::print("mlrun: dry run: {} node{}, world size {}, backend {}\n", n, n == 1 ? "" : "s",
              counted ? fmt::to_string(plan.world_size) : "from each node's GPUs", plan.backend);
   print_option_sources(o);
   fmt::print("transport: {} ({})\n", o.launcher, o.launcher_why);

@@ -81,6 +81,16 @@ for backend in gloo auto; do
   fi
 done
 
+# A hostfile's plan counts its nodes: one host named twice is one node with both lines' slots.
+printf 'nodeA slots=2\n\n# a comment\nnodeA slots=2\n' >"$T/hosts1"
+printf 'nodeA slots=1\nnodeB slots=1\n' >"$T/hosts2"
+run_mlrun --dry-run --hostfile "$T/hosts1" "$T/worker.sh"
+expect_rc 0
+expect_grep "$T/out" '^mlrun: dry run: 1 node, world size 4, backend '
+run_mlrun --dry-run --hostfile "$T/hosts2" "$T/worker.sh"
+expect_rc 0
+expect_grep "$T/out" '^mlrun: dry run: 2 nodes, world size 2, backend '
+
 # Errors are still errors in a dry run.
 run_mlrun --dry-run "$T/missing.sh"
 expect_rc 2
