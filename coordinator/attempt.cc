@@ -255,9 +255,17 @@ void NodeCoordinator::leave_on_sigterm() {
   } catch (const rdzv::Error&) {
     // The server is gone or the job aborted: nobody is left to tell.
   }
-  // Closing the heartbeats' connection loses this node on the server at once.
+  // Closing the heartbeats' connection loses this node on the server at once. A node still
+  // waiting for a round (it never had a rank) leaves that wait too: nothing else would end it
+  // before join_timeout, and the others must not count it into their round.
   beat_.reset();
-  if (job_.print_summary) {
+  join_->interrupt();
+  if (job_.print_summary && node_rank_ < 0) {
+    fmt::print(stderr,
+               "mlrun: SIGTERM: this node ({}) leaves the elastic job before its first round; "
+               "the other nodes' round forms without it\n",
+               member_);
+  } else if (job_.print_summary) {
     fmt::print(stderr,
                "mlrun: SIGTERM: this node ({}, node {}) leaves the elastic job; its workers "
                "stop, and the other nodes continue without it while at least {} remain\n",

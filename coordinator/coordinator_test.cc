@@ -371,5 +371,50 @@ TEST_F(NodeCoordinatorTest, ALostNodeOfAnElasticJobStartsANewRoundWithoutIt) {
   }
 }
 
+// SIGTERM to an elastic node still waiting for its first round: it leaves that wait at once
+// (not after join_timeout) with 128 + SIGTERM, starts nothing, and the server no longer counts it
+// among the round's waiters.
+TEST_F(NodeCoordinatorTest, AnElasticNodeSignalledBeforeItsFirstRoundLeavesAtOnce) {
+  NodeJob j = job(0, 3, 1);
+  j.nnodes_min = 2;
+  j.last_call = 300ms;
+  j.join_timeout = 20s;
+  nodes_.push_back(std::make_unique<TestNode>(
+      j, [](int, int) { return exits(0); }, server_->endpoint()));
+  TestNode& node = *nodes_[0];
+  for (int i = 0; i < 500 && node.coordinator.load() == nullptr; ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_NE(node.coordinator.load(), nullptr);
+  std::this_thread::sleep_for(300ms);  // Its join reaches the server.
+  auto signalled = std::chrono::steady_clock::now();
+  node.coordinator.load()->deliver_signal(SIGTERM);
+  finish(15s);
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, 5s);
+  EXPECT_EQ(node.outcome.exit_code, 128 + SIGTERM);
+  EXPECT_TRUE(node.spawner.spawned().empty());
+  // Two nodes by hand now make the round: it has two members, not three.
+  rdzv::ClientOptions options;
+  options.job_id = kJobId;
+  auto join = [&](const char* member) {
+    return std::async(std::launch::async, [&, member] {
+      auto beat = rdzv::Client::connect(server_->endpoint(), kToken, options);
+      beat.heartbeat(kElasticGroup, member);
+      auto c = rdzv::Client::connect(server_->endpoint(), kToken, options);
+      rdzv::ElasticJoinOptions eo;
+      eo.min_nodes = 2;
+      eo.max_nodes = 3;
+      eo.local_world_size = 1;
+      eo.member = member;
+      eo.last_call = 300ms;
+      eo.timeout = 10s;
+      return c.join_elastic(kElasticGroup, eo).node.nnodes;
+    });
+  };
+  auto a = join("hostA#1");
+  auto b = join("hostB#2");
+  EXPECT_EQ(a.get(), 2);
+  EXPECT_EQ(b.get(), 2);
+}
+
 }  // namespace
 }  // namespace mlrun::coordinator

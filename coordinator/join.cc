@@ -1,5 +1,6 @@
 #include "coordinator/join.h"
 
+#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
@@ -80,7 +81,27 @@ class ElasticJoin final : public JoinStrategy {
     rdzv::Client c = rdzv_.connect(options_);
     auto joining = std::chrono::steady_clock::now();
     log::debug("joining an elastic round at {} as {}", job_.endpoint, member_);
-    rdzv::ElasticAssignment ea = c.join_elastic(kElasticGroup, join_options());
+    {
+      std::lock_guard lock(mutex_);
+      if (interrupted_) {
+        throw rdzv::ConnectionError("join_elastic", std::string(kElasticGroup), job_.endpoint,
+                                    "interrupted: this node leaves");
+      }
+      joining_ = &c;
+    }
+    std::optional<rdzv::ElasticAssignment> joined;
+    try {
+      joined = c.join_elastic(kElasticGroup, join_options());
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      joining_ = nullptr;
+      throw;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      joining_ = nullptr;
+    }
+    const rdzv::ElasticAssignment& ea = *joined;
     const rdzv::NodeAssignment& a = ea.node;
     log_joined(word(), ea.round, a, job_.nproc, joining);
     std::string note = fmt::format(
@@ -92,6 +113,14 @@ class ElasticJoin final : public JoinStrategy {
   }
 
   Settled settle(Joined& j) override;
+
+  // Closing the join's connection also takes this node out of the round's waiters on the server
+  // (the others then wait for another node, not for this one).
+  void interrupt() noexcept override {
+    std::lock_guard lock(mutex_);
+    interrupted_ = true;
+    if (joining_ != nullptr) joining_->interrupt();
+  }
 
  private:
   rdzv::ElasticJoinOptions join_options() const {
@@ -111,6 +140,9 @@ class ElasticJoin final : public JoinStrategy {
   RendezvousConnector& rdzv_;
   rdzv::ClientOptions options_;
   std::string member_;
+  std::mutex mutex_;  // Guards joining_ and interrupted_ (interrupt comes from the event loop).
+  rdzv::Client* joining_ = nullptr;
+  bool interrupted_ = false;
 };
 
 // The verdict on an elastic round: success, a membership change (no restart spent), or a

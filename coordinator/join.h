@@ -60,6 +60,9 @@ class JoinStrategy {
   virtual Joined join(int restarts_spent) = 0;
   /// Waits (renewed: an attempt may run for days) until every node's result of j is in.
   virtual Settled settle(Joined& j) = 0;
+  /// From another thread: a join blocked now, or begun later, throws rdzv::ConnectionError at
+  /// once (an elastic node that leaves on SIGTERM while it waits for a round).
+  virtual void interrupt() noexcept {}
 };
 
 /// The strategy for job: elastic when job.elastic(), else fixed-size. member: this node's identity
