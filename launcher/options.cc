@@ -524,16 +524,6 @@ void check_options(const Options& o, Errors& errors) {
         o.nproc_per_node, o.nnodes_max, static_cast<std::int64_t>(n) * o.nnodes_max,
         kMaxWorldSize));
   }
-  if (o.standalone && o.nnodes_min > 1) {
-    // torchrun waits out join_timeout (600 s) here: no other node can reach its loopback store.
-    errors.push_back(fmt::format(
-        "--standalone runs one node, its rendezvous on loopback where no other node can join, "
-        "but --nnodes={} needs at least {}: drop --standalone and give every node "
-        "--rdzv_endpoint",
-        o.nnodes_min == o.nnodes_max ? fmt::to_string(o.nnodes_max)
-                                     : fmt::format("{}:{}", o.nnodes_min, o.nnodes_max),
-        o.nnodes_min));
-  }
   if (o.module && o.no_python) {
     errors.push_back("-m runs a Python module and cannot be used with --no_python");
   }

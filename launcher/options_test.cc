@@ -108,22 +108,6 @@ TEST(Options, EveryErrorIsReportedAtOnce) {
   EXPECT_NE(r.errors[3].message.find("--master_port=70000"), std::string::npos);
 }
 
-// torchrun waits 600 s for a second node that cannot reach a --standalone rendezvous.
-TEST(Options, StandaloneRefusesMoreThanOneNodeAtLeast) {
-  auto r = parse({"--standalone", "--nnodes=2", "app"});
-  ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0].message,
-            "--standalone runs one node, its rendezvous on loopback where no other node can "
-            "join, but --nnodes=2 needs at least 2: drop --standalone and give every node "
-            "--rdzv_endpoint");
-  r = parse({"--standalone", "--nnodes=3:4", "app"});
-  ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_NE(r.errors[0].message.find("--nnodes=3:4 needs at least 3"), std::string::npos);
-  // One node, or a range that one node satisfies, runs as torchrun runs it.
-  EXPECT_TRUE(parse({"--standalone", "--nnodes=1:2", "app"}).errors.empty());
-  EXPECT_TRUE(parse({"--standalone", "--nnodes=1", "app"}).errors.empty());
-}
-
 TEST(Options, MissingProgramAndMissingValue) {
   auto r = parse({"--nproc_per_node"});
   ASSERT_EQ(r.errors.size(), 2u);

@@ -137,6 +137,12 @@ void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>&
   if (o.num_nodes > 1 && !on_hosts(o)) {
     errors.push_back(fmt::format("--num_nodes={}: give the hosts (--hostfile or -H)", o.num_nodes));
   }
+  if (o.standalone && o.nnodes_min > 1) {  // torchrun: a 600 s wait for nodes that cannot join
+    errors.push_back(fmt::format(
+        "--standalone runs one node, its rendezvous on loopback where no other node can join, but "
+        "--nnodes asks for at least {}: drop --standalone and give every node --rdzv_endpoint",
+        o.nnodes_min));
+  }
   if (!on_hosts(o) && (!o.include.empty() || !o.exclude.empty())) {
     errors.push_back(
         "--include/--exclude choose among the hosts of --hostfile or -H (for this "

@@ -44,5 +44,21 @@ TEST(PlanLaunch, CommandLineErrorsAreUsageErrors) {
   EXPECT_TRUE(flag.node_errors.empty());
 }
 
+// torchrun waits out join_timeout (600 s) for a second node that cannot reach a --standalone
+// rendezvous; mlrun refuses the command line (its message: tests/cli/bad_input.sh).
+TEST(PlanLaunch, StandaloneRefusesAtLeastTwoNodes) {
+  bool ok = true;
+  LaunchPlan two = plan_of({"--standalone", "--nnodes=2", "/bin/true"}, &ok);
+  EXPECT_FALSE(ok);
+  EXPECT_TRUE(two.node_errors.empty());  // A usage error: every node meets it alike.
+  plan_of({"--standalone", "--nnodes=3:4", "/bin/true"}, &ok);
+  EXPECT_FALSE(ok);
+  // One node, or a range that one node satisfies, runs as torchrun runs it.
+  plan_of({"--standalone", "--nnodes=1:2", "/bin/true"}, &ok);
+  EXPECT_TRUE(ok);
+  plan_of({"--standalone", "/bin/true"}, &ok);
+  EXPECT_TRUE(ok);
+}
+
 }  // namespace
 }  // namespace mlrun
