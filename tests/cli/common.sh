@@ -83,6 +83,7 @@ expect_rc() { [ "$RC" -eq "$1" ] || fail "expected exit code $1, got $RC"; }
 expect_line() { grep -qxF -- "$2" "$1" || fail "$1 has no line '$2'"; }
 expect_no_line() { ! grep -qxF -- "$2" "$1" || fail "$1 has the line '$2'"; }
 expect_grep() { grep -qE -- "$2" "$1" || fail "$1 has nothing matching /$2/"; }
+expect_no_grep() { ! grep -qE -- "$2" "$1" || fail "$1 has a line matching /$2/"; }
 
 # count_files PATTERN: how many files match a glob.
 count_files() { local n=0 f; for f in $1; do [ -e "$f" ] && n=$((n + 1)); done; echo "$n"; }
