@@ -80,6 +80,7 @@ void ServerCore::Impl::handle(const ConnPtr& c, ElasticJoin& r) {
   if (!room(c, cost)) return;
   g.waiting.push_back({c.get(), r.member, r.index, r.weight, ++join_seq_});
   std::string name = r.group;
+  if (g.waiting.size() == 1) arm_wait_report(g.report, true, name, r.timeout_ms);
   hold(c, Held::kElasticJoin, r.timeout_ms, r.group, cost);
   g.heard[r.member].wall = std::chrono::system_clock::now();
   g.heard[r.member].at = std::chrono::steady_clock::now();
@@ -338,6 +339,85 @@ void ServerCore::Impl::sweep() {
   sweep_timer_->expires_after(std::chrono::milliseconds(250));
   sweep_timer_->async_wait([self = shared_from_this()](error_code ec) {
     if (!ec) self->sweep();
+  });
+}
+
+void ServerCore::Impl::arm_wait_report(WaitReport& r, bool elastic, const std::string& name,
+                                       std::uint32_t timeout_ms) {
+  const auto max_hold = std::max<std::int64_t>(1, options_.max_hold.count());
+  r.bound_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(timeout_ms, max_hold));
+  r.since = std::chrono::steady_clock::now();
+  // A fresh timer: the last one's wait (if any) ends with operation_aborted. A wait bounded
+  // below 2 s gets no line.
+  r.timer.reset();
+  if (r.bound_ms < 2000) return;
+  r.timer = std::make_shared<asio::steady_timer>(io_);
+  r.timer->expires_after(
+      std::min(std::chrono::milliseconds(30000), std::chrono::milliseconds(r.bound_ms / 2)));
+  r.timer->async_wait(
+      [self = shared_from_this(), elastic, name, armed = r.timer.get()](error_code ec) {
+        if (!ec && !self->stopped_) self->report_wait(elastic, name, armed);
+      });
+}
+
+void ServerCore::Impl::report_wait(bool elastic, const std::string& name,
+                                   const asio::steady_timer* armed) {
+  constexpr std::size_t kShown = 8;  // names listed in a line; the rest are counted
+  auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (std::size_t i = 0; i < names.size() && i < kShown; ++i) {
+      out += fmt::format("{}{}", i == 0 ? "" : ", ", names[i]);
+    }
+    if (names.size() > kShown) out += fmt::format(" and {} more", names.size() - kShown);
+    return out;
+  };
+  WaitReport* report = nullptr;
+  std::string line;
+  if (elastic) {
+    auto it = elastic_.find(name);
+    if (it == elastic_.end() || it->second.report.timer.get() != armed) return;
+    ElasticGroup& g = it->second;
+    if (g.waiting.empty()) return;  // The round closed.
+    report = &g.report;
+    std::vector<std::string> missing;
+    if (g.running) {
+      for (std::uint32_t i = 0; i < g.seats.size(); ++i) {
+        const auto& seat = g.seats[i];
+        bool back = std::any_of(g.waiting.begin(), g.waiting.end(),
+                                [&](const ElasticWaiter& w) { return w.member == seat.member; });
+        if (seat.alive && !back)
+          missing.push_back(fmt::format("node {} {}", i, quoted(seat.member)));
+      }
+    }
+    std::size_t more = g.waiting.size() >= g.min ? 0 : g.min - g.waiting.size();
+    line = fmt::format(
+        "round {} of elastic group {}: {} joined, at least {} needed (at most {}); "
+        "waiting for {}",
+        g.next_round, quoted(name), g.waiting.size(), g.min, g.max,
+        missing.empty() ? fmt::format("{} more node{}", more, more == 1 ? "" : "s")
+                        : "the last round's " + list(missing));
+  } else {
+    auto it = groups_.find(name);
+    if (it == groups_.end() || it->second.report.timer.get() != armed) return;
+    JoinGroup& g = it->second;
+    report = &g.report;
+    std::vector<std::string> missing;
+    if (!g.claimed.empty()) {
+      for (std::uint32_t i = 0; i < g.size; ++i) {
+        if (!g.claimed.contains(static_cast<std::int32_t>(i))) missing.push_back(std::to_string(i));
+      }
+    }
+    std::size_t more = g.size - g.members.size();
+    line = fmt::format(
+        "join group {}: {} of {} joined; waiting for {}", quoted(name), g.members.size(), g.size,
+        missing.empty() ? fmt::format("{} more", more) : fmt::format("index {}", list(missing)));
+  }
+  double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - report->since).count();
+  log(fmt::format("{}: {:.0f} s so far, up to {:.0f} s", line, waited, report->bound_ms / 1000.0));
+  report->timer->expires_after(std::chrono::seconds(60));
+  report->timer->async_wait([self = shared_from_this(), elastic, name, armed](error_code ec) {
+    if (!ec && !self->stopped_) self->report_wait(elastic, name, armed);
   });
 }
 

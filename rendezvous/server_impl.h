@@ -134,10 +134,19 @@ struct JoinMember {
   std::uint32_t weight = 1;
 };
 
+// While a join group or an elastic round is incomplete, the server says so in its log now and
+// then (ServerCore::Impl::report_wait): who joined, whom it waits for, and for how long.
+struct WaitReport {
+  std::shared_ptr<asio::steady_timer> timer;
+  std::chrono::steady_clock::time_point since{};
+  std::uint32_t bound_ms = 0;  // the first waiter's timeout
+};
+
 struct JoinGroup {
   std::uint32_t size = 0;
   std::unordered_map<Conn*, JoinMember> members;
   std::unordered_set<std::int32_t> claimed;
+  WaitReport report;
   std::uint64_t weight = 0;  // of the members so far
 };
 
@@ -189,6 +198,7 @@ struct ElasticGroup {
   std::unordered_map<std::string, std::string> lost_members;  // member -> why
   std::vector<std::string> joined;                            // new members, this round
   std::vector<LostMember> lost;                               // seats lost, this round
+  WaitReport report;                                          // while some wait for a round
 };
 
 // An address as the TCPStore allow list holds it (an IPv4-mapped IPv6 address as IPv4).
@@ -331,6 +341,11 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   // node: SIGSTOP, D state), naming it.
   void sweep_node_heartbeats(std::chrono::steady_clock::time_point now);
   std::string elastic_wait_text(const std::string& name, const ElasticGroup& g) const;
+  // The waiting line: its first after min(30 s, half the first waiter's timeout), then one a
+  // minute while the group (elastic: its round) is incomplete.
+  void arm_wait_report(WaitReport& r, bool elastic, const std::string& name,
+                       std::uint32_t timeout_ms);
+  void report_wait(bool elastic, const std::string& name, const asio::steady_timer* armed);
   // Sets a key from the server itself (no size check against a client's request) and wakes
   // its waiters.
   void put(const std::string& key, std::string value);

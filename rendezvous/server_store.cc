@@ -221,6 +221,45 @@ void ServerCore::Impl::handle(const ConnPtr& c, Barrier& r) {
   }
 }
 
+namespace {
+
+// A complete join group's layout: members that asked for an index keep it; the others fill the
+// free indices in join order. Offsets are prefix sums of the weights in index order.
+struct JoinLayout {
+  std::vector<Conn*> by_index;
+  std::vector<std::uint64_t> offset;
+  std::uint64_t total = 0;
+};
+
+JoinLayout lay_out(const JoinGroup& g) {
+  std::vector<std::pair<Conn*, JoinMember>> members(g.members.begin(), g.members.end());
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.second.seq < b.second.seq; });
+  JoinLayout out{std::vector<Conn*>(g.size, nullptr), std::vector<std::uint64_t>(g.size, 0), 0};
+  std::vector<Conn*>& by_index = out.by_index;
+  std::vector<std::uint32_t> weight(g.size, 0);
+  for (auto& [conn, m] : members) {
+    if (m.index >= 0) {
+      by_index[m.index] = conn;
+      weight[m.index] = m.weight;
+    }
+  }
+  std::size_t next_free = 0;
+  for (auto& [conn, m] : members) {
+    if (m.index >= 0) continue;
+    while (by_index[next_free] != nullptr) ++next_free;
+    by_index[next_free] = conn;
+    weight[next_free] = m.weight;
+  }
+  for (std::size_t i = 0; i < g.size; ++i) {
+    out.offset[i] = out.total;
+    out.total += weight[i];
+  }
+  return out;
+}
+
+}  // namespace
+
 void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
   auto conflict = [&](std::string message) {
     reply(c, encode_error(c->header.op, c->header.request_id, Status::kConflict, message));
@@ -255,36 +294,13 @@ void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
     options_.on_join(r.group, static_cast<std::uint32_t>(g.members.size()), g.size, g.weight);
   }
   if (g.members.size() < g.size) {
+    if (g.members.size() == 1) arm_wait_report(g.report, false, r.group, r.timeout_ms);
     hold(c, Held::kJoin, r.timeout_ms, std::move(r.group), cost);
     return;
   }
-  // Complete: members that asked for an index keep it; the others fill the free indices in
-  // join order. Offsets are prefix sums of the weights in index order.
-  std::vector<std::pair<Conn*, JoinMember>> members(g.members.begin(), g.members.end());
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.second.seq < b.second.seq; });
-  std::vector<Conn*> by_index(g.size, nullptr);
-  std::vector<std::uint32_t> weight(g.size, 0);
-  for (auto& [conn, m] : members) {
-    if (m.index >= 0) {
-      by_index[m.index] = conn;
-      weight[m.index] = m.weight;
-    }
-  }
-  std::size_t next_free = 0;
-  for (auto& [conn, m] : members) {
-    if (m.index >= 0) continue;
-    while (by_index[next_free] != nullptr) ++next_free;
-    m.index = static_cast<std::int32_t>(next_free);
-    by_index[next_free] = conn;
-    weight[next_free] = m.weight;
-  }
-  std::vector<std::uint64_t> offset(g.size, 0);
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < g.size; ++i) {
-    offset[i] = total;
-    total += weight[i];
-  }
+  // Complete: every member gets its index, offset and the total.
+  JoinLayout layout = lay_out(g);
+  const auto& by_index = layout.by_index;
   // Finished: the group is freed (every member is answered below), and a record of its name
   // kept. A record is charged even past the cap: a finished group cannot be refused.
   groups_.erase(r.group);
@@ -298,7 +314,7 @@ void ServerCore::Impl::handle(const ConnPtr& c, Join& r) {
     if (m->held == Held::kJoin) end_hold(*m);
     m->joined = fmt::format("member {} of join group {}", i, quoted(r.group));
     JoinReply body{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(by_index.size()),
-                   offset[i], total};
+                   layout.offset[i], layout.total};
     reply(m, encode_reply(Op::kJoin, id, body));
   }
 }

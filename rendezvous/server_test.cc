@@ -448,6 +448,33 @@ TEST(Server, NodeHeartbeatsThatStopAbortTheJobNamingTheNode) {
   EXPECT_THROW(hung.node_heartbeat("node 1 (host2)", 300ms), AbortedError);
 }
 
+// A join that waits says so in the server's log at half its timeout (at most 30 s), naming who
+// is missing; one bounded below 2 s, or complete at once, says nothing.
+TEST(Server, AnIncompleteJoinIsReportedWhileItWaits) {
+  LoopServer server(options());
+  Client c = Client::connect(server.endpoint(), kToken, quick());
+  EXPECT_THROW(c.join(3, 0, 3s), TimeoutError);
+  EXPECT_THROW(c.join(2, 0, 1900ms), TimeoutError);
+  ElasticJoinOptions eo;
+  eo.min_nodes = 2;
+  eo.max_nodes = 3;
+  eo.member = "host1#1";
+  eo.timeout = 2s;
+  EXPECT_THROW(c.join_elastic("elastic", eo), TimeoutError);
+  auto lines = server.log_lines();
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  EXPECT_TRUE(
+      any_line_has(lines, "1 of 3 joined; waiting for index 1, 2: ", " s so far, up to 3 s"))
+      << all;
+  EXPECT_FALSE(any_line_has(lines, "1 of 2 joined; waiting", "")) << all;
+  EXPECT_TRUE(any_line_has(lines,
+                           "round 0 of elastic group \"elastic\": 1 joined, at least 2 needed (at "
+                           "most 3); waiting for 1 more node: ",
+                           " s so far, up to 2 s"))
+      << all;
+}
+
 TEST(Server, NodeHeartbeatsKeepANodeThatBeats) {
   LoopServer server(options());
   Client waiter = Client::connect(server.endpoint(), kToken, quick());

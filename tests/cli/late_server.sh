@@ -66,7 +66,8 @@ expect_grep "$T/err.e" "^mlrun: waiting for the rendezvous at 127\.0\.0\.1:$port
 [ ! -s "$T/out.e" ] || fail "a worker ran without its job: $(cat "$T/out.e")"
 
 # 4. One node of two that serves --rdzv_endpoint itself, alone until join_timeout: the abort it
-#    publishes names its host, not the rank the rendezvous never gave it ("node -1" before).
+#    publishes names its host, not the rank the rendezvous never gave it ("node -1" before), and
+#    its server said whom it waited for before that.
 port=$(pick_port)
 rc=0
 "$MLRUN" --nnodes=2 --rdzv_endpoint=127.0.0.1:$port --rdzv_conf join_timeout=2 \
@@ -74,5 +75,7 @@ rc=0
 [ "$rc" -eq 1 ] || fail "alone: exit $rc, want 1: $(cat "$T/err.a")"
 expect_grep "$T/err.a" "^mlrun rdzv: job aborted by 127\.0\.0\.1:[0-9]+: \"$(hostname) \(no rank yet\): rendezvous join_node "
 expect_no_grep "$T/err.a" "node -1"
+# Halfway to join_timeout, the server said whom the join waited for.
+expect_grep "$T/err.a" '^mlrun rdzv: join group "mlrun/join/g0/nodes": 1 of 2 joined; waiting for 1 more: [0-9]+ s so far, up to 2 s$'
 assert_no_marker_left
 echo PASS
