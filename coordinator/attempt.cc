@@ -34,7 +34,15 @@ void NodeCoordinator::coordinate() {
 void NodeCoordinator::coordinate_attempts() {
   int restarts_spent = 0;  // This thread's count (the loop's copy is restarts_spent_).
   while (!leaving_) {
+    struct Joining {  // What the loop's waiting line reads (report_join), while the join blocks.
+      std::atomic<std::int64_t>& since;
+      ~Joining() { since = 0; }
+    } joining{joining_since_ms_};
+    joining.since = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count();
     Joined j = join_->join(restarts_spent);
+    joining.since = 0;
     start_attempt(j, restarts_spent);
     watch_for_failure(j);
     if (!settle(j, restarts_spent)) break;

@@ -104,6 +104,9 @@ class NodeCoordinator {
   // node whose rank the rendezvous has not given yet (--rdzv_endpoint without --node_rank).
   std::string self_name() const;
   void check_change();
+  // On the tick: a node that does not serve the rendezvous says it still waits in a join, at half
+  // join_timeout (at most 30 s) and every minute after; the serving node's log names whom for.
+  void report_join(std::chrono::steady_clock::time_point now);
   void fill_lost_results(int g, const MembershipChange& change);
   // The end of run() (coordinator/coordinator.cc).
   void wait_for_coordinator(int code);
@@ -150,6 +153,11 @@ class NodeCoordinator {
   bool node_beats_work_ = false;
   // Elastic: SIGTERM made this node leave the job (set on the loop, read by the coordinator).
   std::atomic<bool> leaving_{false};
+  // When the coordinator's join under way began (steady clock, in ms; 0: none), and on the
+  // loop, the join the last waiting line was for and when the next one is due.
+  std::atomic<std::int64_t> joining_since_ms_{0};
+  std::int64_t reported_join_ = 0;
+  std::chrono::milliseconds next_join_report_{0};
   // The verdict on the last settled attempt, set on the loop before Supervisor::settle so that
   // print_attempt_end can print it; whether it ends the job; restarts spent so far.
   Settled verdict_;

@@ -63,7 +63,29 @@ void NodeCoordinator::tick() {
   } catch (const rdzv::Error&) {
     // The heartbeat or the coordinator reports a lost server.
   }
+  report_join(std::chrono::steady_clock::now());
   arm_tick();
+}
+
+void NodeCoordinator::report_join(std::chrono::steady_clock::time_point now) {
+  using std::chrono::milliseconds;
+  const std::int64_t since = joining_since_ms_;
+  if (since == 0 || job_.serves_rendezvous || !job_.print_summary ||
+      job_.join_timeout < std::chrono::seconds(2)) {
+    return;
+  }
+  if (since != reported_join_) {
+    reported_join_ = since;
+    next_join_report_ = std::min<milliseconds>(std::chrono::seconds(30), job_.join_timeout / 2);
+  }
+  const milliseconds waited =
+      std::chrono::duration_cast<milliseconds>(now.time_since_epoch()) - milliseconds(since);
+  if (waited < next_join_report_) return;
+  next_join_report_ += std::chrono::seconds(60);
+  fmt::print(stderr,
+             "mlrun: waiting for the other nodes to join the rendezvous at {}: {:.0f} s so far, up "
+             "to {:.0f} s (the node serving it names who is missing)\n",
+             job_.endpoint, waited.count() / 1000.0, job_.join_timeout.count() / 1000.0);
 }
 
 std::string NodeCoordinator::heartbeat_name(int node_rank) const {

@@ -3,7 +3,8 @@
 # join_timeout, not the client's default minute, and says so while it waits; the job then runs.
 # With nothing to wait for, it ends after join_timeout with the endpoint and the cause. A node
 # that owns --rdzv_endpoint but cannot serve it (another process holds the port without
-# listening) joins instead, and its waiting line says why nothing may answer.
+# listening) joins instead, and its waiting line says why nothing may answer. A join that waits
+# is said while it waits: by the serving node's server (who is missing) and by the others.
 source "$(dirname "$0")/common.sh"
 
 write_worker hold.sh 'echo "rank $RANK of $WORLD_SIZE"'
@@ -77,5 +78,22 @@ expect_grep "$T/err.a" "^mlrun rdzv: job aborted by 127\.0\.0\.1:[0-9]+: \"$(hos
 expect_no_grep "$T/err.a" "node -1"
 # Halfway to join_timeout, the server said whom the join waited for.
 expect_grep "$T/err.a" '^mlrun rdzv: join group "mlrun/join/g0/nodes": 1 of 2 joined; waiting for 1 more: [0-9]+ s so far, up to 2 s$'
+
+# 5. Nodes 0 and 1 of 3, node 2 never comes, join_timeout=4: halfway, node 0's server names the
+#    missing node and node 1 (which does not serve) says it is still waiting; both end at 4 s.
+port=$(pick_port)
+node() {
+  "$MLRUN" --nnodes=3 --node_rank="$1" --master_addr=127.0.0.1 --master_port=$port \
+    --rdzv_conf join_timeout=4 --no_python "$T/hold.sh" >"$T/out.$1" 2>"$T/err.$1"
+}
+node 0 &
+first=$!
+rc=0
+node 1 || rc=$?
+wait "$first" || true
+[ "$rc" -eq 1 ] || fail "node 1 of 3: exit $rc, want 1: $(cat "$T/err.1")"
+expect_grep "$T/err.0" '^mlrun rdzv: join group "mlrun/join/g0/nodes": 2 of 3 joined; waiting for index 2: [0-9]+ s so far, up to 4 s$'
+expect_grep "$T/err.1" "^mlrun: waiting for the other nodes to join the rendezvous at 127\.0\.0\.1:$port: [0-9]+ s so far, up to 4 s \(the node serving it names who is missing\)$"
+expect_no_grep "$T/err.0" "^mlrun: waiting for the other nodes"
 assert_no_marker_left
 echo PASS
