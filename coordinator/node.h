@@ -46,6 +46,9 @@ struct NodeJob {
   /// Print failure summaries and restart notes (the head's or a user's terminal); remote agents
   /// leave that to the head.
   bool print_summary = true;
+  /// Say, while a join waits, that it does (coordinator/watch.cc report_join): off where this
+  /// process's own rendezvous server says whom the join waits for (a head's own node).
+  bool report_join_wait = true;
   std::string host;  ///< This node's name, for summaries.
   /// The host whose agent started this one in the launch tree (transport/tree.h); empty: the
   /// head, or no agent. Its end is not the head's, and its own parent reports it.

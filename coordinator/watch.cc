@@ -70,7 +70,7 @@ void NodeCoordinator::tick() {
 void NodeCoordinator::report_join(std::chrono::steady_clock::time_point now) {
   using std::chrono::milliseconds;
   const std::int64_t since = joining_since_ms_;
-  if (since == 0 || job_.serves_rendezvous || !job_.print_summary ||
+  if (since == 0 || job_.serves_rendezvous || !job_.print_summary || !job_.report_join_wait ||
       job_.join_timeout < std::chrono::seconds(2)) {
     return;
   }

@@ -213,6 +213,7 @@ int run_head_node(const Options& o, LaunchPlan& plan, int node_rank, const std::
   job.heartbeat_timeout = conf.heartbeat_timeout;
   job.publish_signals = true;
   job.watch_signals = true;
+  job.report_join_wait = false;  // The head's server says whom the join waits for.
   return run_this_node(o, plan, job, lifeline, -1);
 }
 
