@@ -43,6 +43,18 @@ void NodeCoordinator::coordinate_attempts() {
                         .count();
     Joined j = join_->join(restarts_spent);
     joining.since = 0;
+    struct Watching {  // What a node that leaves shuts (leave_on_sigterm).
+      NodeCoordinator& node;
+      explicit Watching(NodeCoordinator& n, rdzv::Client& c) : node(n) {
+        std::lock_guard lock(node.watching_mutex_);
+        node.watching_ = &c;
+        if (node.leaving_) c.interrupt();  // It left as this join returned.
+      }
+      ~Watching() {
+        std::lock_guard lock(node.watching_mutex_);
+        node.watching_ = nullptr;
+      }
+    } watching{*this, j.client};
     start_attempt(j, restarts_spent);
     watch_for_failure(j);
     if (!settle(j, restarts_spent)) break;
@@ -265,9 +277,14 @@ void NodeCoordinator::leave_on_sigterm() {
   }
   // Closing the heartbeats' connection loses this node on the server at once. A node still
   // waiting for a round (it never had a rank) leaves that wait too: nothing else would end it
-  // before join_timeout, and the others must not count it into their round.
+  // before join_timeout, and the others must not count it into their round. A node in a round
+  // stops watching it: the others settle it without this node.
   beat_.reset();
   join_->interrupt();
+  {
+    std::lock_guard lock(watching_mutex_);
+    if (watching_ != nullptr) watching_->interrupt();
+  }
   if (job_.print_summary && node_rank_ < 0) {
     fmt::print(stderr,
                "mlrun: SIGTERM: this node ({}) leaves the elastic job before its first round; "

@@ -18,6 +18,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -153,6 +154,10 @@ class NodeCoordinator {
   bool node_beats_work_ = false;
   // Elastic: SIGTERM made this node leave the job (set on the loop, read by the coordinator).
   std::atomic<bool> leaving_{false};
+  // The joined round's connection while the coordinator watches and settles it: a node that
+  // leaves shuts it, so the coordinator wakes at once (it waits for nobody's result).
+  std::mutex watching_mutex_;
+  rdzv::Client* watching_ = nullptr;
   // When the coordinator's join under way began (steady clock, in ms; 0: none), and on the
   // loop, the join the last waiting line was for and when the next one is due.
   std::atomic<std::int64_t> joining_since_ms_{0};

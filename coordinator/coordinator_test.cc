@@ -237,6 +237,39 @@ class NodeCoordinatorTest : public ::testing::Test {
     for (auto& n : nodes_) EXPECT_EQ(n->error, "") << n->job.host;
   }
 
+  // Starts one more node and waits (bounded) until its join has reached the server.
+  TestNode& start_joining(const NodeJob& j, Script script) {
+    nodes_.push_back(std::make_unique<TestNode>(j, std::move(script), server_->endpoint()));
+    TestNode& node = *nodes_.back();
+    for (int i = 0; i < 500 && node.coordinator.load() == nullptr; ++i)
+      std::this_thread::sleep_for(10ms);
+    if (node.coordinator.load() == nullptr) {
+      fprintf(stderr, "%s did not start within 5 s\n", j.host.c_str());
+      std::abort();
+    }
+    std::this_thread::sleep_for(300ms);
+    return node;
+  }
+
+  // A member of an elastic job of 2 to 3 nodes, by hand: it heartbeats once and joins a round
+  // of one worker a node; returns the round's node count.
+  int join_by_hand(const char* member, std::chrono::milliseconds last_call) {
+    rdzv::ClientOptions options;
+    options.job_id = kJobId;
+    auto beat = rdzv::Client::connect(server_->endpoint(), kToken, options);
+    beat.heartbeat(kElasticGroup, member);
+    auto c = rdzv::Client::connect(server_->endpoint(), kToken, options);
+    rdzv::ElasticJoinOptions eo;
+    eo.min_nodes = 2;
+    eo.max_nodes = 3;
+    eo.local_world_size = 1;
+    eo.member = member;
+    eo.last_call = last_call;
+    eo.heartbeat_timeout = 5s;
+    eo.timeout = 10s;
+    return c.join_elastic(kElasticGroup, eo).node.nnodes;
+  }
+
   std::optional<rdzv::Server> server_;
   std::vector<std::unique_ptr<TestNode>> nodes_;
 };
@@ -324,6 +357,27 @@ TEST_F(NodeCoordinatorTest, AStopSignalOnOneNodeEndsEveryNode) {
       << nodes_[0]->outcome.abort_message;
 }
 
+// A stop signal that reaches a node as its join returns (queued on the loop before the attempt's
+// start): that node starts none of its workers, and the others stop theirs.
+TEST_F(NodeCoordinatorTest, AStopSignalAsTheJoinReturnsStartsNoWorkerThere) {
+  Script script = [](int, int) { return runs_until_signalled(); };
+  TestNode& node = start_joining(job(0, 2, 1, 3), script);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  node.coordinator.load()->post([released](Supervisor&) { released.wait(); });
+  node.coordinator.load()->deliver_signal(SIGINT);
+  nodes_.push_back(std::make_unique<TestNode>(job(1, 2, 1, 3), script, server_->endpoint()));
+  EXPECT_TRUE(nodes_[1]->spawner.wait_running(1));
+  std::this_thread::sleep_for(300ms);  // Node 0's join returns too, and its start is queued.
+  release.set_value();
+  finish();
+  EXPECT_TRUE(node.spawner.spawned().empty());
+  for (auto& n : nodes_) EXPECT_EQ(n->outcome.exit_code, 130) << n->job.host;
+  EXPECT_NE(nodes_[1]->outcome.abort_message.find("interrupted: SIGINT on node 0 (host1)"),
+            std::string::npos)
+      << nodes_[1]->outcome.abort_message;
+}
+
 // An elastic job of 2 to 3 nodes: the third is lost while round 0 runs (its connections close,
 // as when its machine dies); the two others stop their workers, fill in its result and go on
 // in round 1 without it, spending no restart.
@@ -379,13 +433,7 @@ TEST_F(NodeCoordinatorTest, AnElasticNodeSignalledBeforeItsFirstRoundLeavesAtOnc
   j.nnodes_min = 2;
   j.last_call = 300ms;
   j.join_timeout = 20s;
-  nodes_.push_back(std::make_unique<TestNode>(
-      j, [](int, int) { return exits(0); }, server_->endpoint()));
-  TestNode& node = *nodes_[0];
-  for (int i = 0; i < 500 && node.coordinator.load() == nullptr; ++i)
-    std::this_thread::sleep_for(10ms);
-  ASSERT_NE(node.coordinator.load(), nullptr);
-  std::this_thread::sleep_for(300ms);  // Its join reaches the server.
+  TestNode& node = start_joining(j, [](int, int) { return exits(0); });
   auto signalled = std::chrono::steady_clock::now();
   node.coordinator.load()->deliver_signal(SIGTERM);
   finish(15s);
@@ -393,27 +441,34 @@ TEST_F(NodeCoordinatorTest, AnElasticNodeSignalledBeforeItsFirstRoundLeavesAtOnc
   EXPECT_EQ(node.outcome.exit_code, 128 + SIGTERM);
   EXPECT_TRUE(node.spawner.spawned().empty());
   // Two nodes by hand now make the round: it has two members, not three.
-  rdzv::ClientOptions options;
-  options.job_id = kJobId;
   auto join = [&](const char* member) {
-    return std::async(std::launch::async, [&, member] {
-      auto beat = rdzv::Client::connect(server_->endpoint(), kToken, options);
-      beat.heartbeat(kElasticGroup, member);
-      auto c = rdzv::Client::connect(server_->endpoint(), kToken, options);
-      rdzv::ElasticJoinOptions eo;
-      eo.min_nodes = 2;
-      eo.max_nodes = 3;
-      eo.local_world_size = 1;
-      eo.member = member;
-      eo.last_call = 300ms;
-      eo.timeout = 10s;
-      return c.join_elastic(kElasticGroup, eo).node.nnodes;
-    });
+    return std::async(std::launch::async, [&, member] { return join_by_hand(member, 300ms); });
   };
   auto a = join("hostA#1");
   auto b = join("hostB#2");
   EXPECT_EQ(a.get(), 2);
   EXPECT_EQ(b.get(), 2);
+}
+
+// SIGTERM that reaches an elastic node as its join returns (queued on the loop before the
+// attempt's start): the node leaves and starts none of that round's workers.
+TEST_F(NodeCoordinatorTest, AnElasticNodeSignalledAsItsRoundFormsStartsNoWorker) {
+  NodeJob j = job(0, 3, 1);
+  j.nnodes_min = 2;
+  j.last_call = 100ms;
+  j.heartbeat_timeout = 5s;
+  TestNode& node = start_joining(j, [](int, int) { return exits(0); });
+  // The loop is held while the signal queues and the round forms behind it.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  node.coordinator.load()->post([released](Supervisor&) { released.wait(); });
+  node.coordinator.load()->deliver_signal(SIGTERM);
+  EXPECT_EQ(join_by_hand("hostB#2", 100ms), 2);
+  std::this_thread::sleep_for(300ms);  // The node's join returns too, and its start is queued.
+  release.set_value();
+  finish(15s);
+  EXPECT_EQ(node.outcome.exit_code, 128 + SIGTERM);
+  EXPECT_TRUE(node.spawner.spawned().empty());
 }
 
 }  // namespace

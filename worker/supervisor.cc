@@ -52,7 +52,9 @@ void Supervisor::begin_attempt(int attempt, std::vector<WorkerSpec> specs) {
   workers_.clear();
   first_failure_.reset();
   remote_failure_ = false;
-  stopping_ = false;
+  // A stop signal that came between attempts (this node joined the next one as it came) starts
+  // none of its workers: it would otherwise run on, unsignalled, on a node that has left.
+  stopping_ = interrupt_signal_ != 0;
   settling_ = false;
   running_ = 0;
   for (auto& spec : specs) workers_.emplace_back().spec = std::move(spec);
@@ -63,7 +65,8 @@ void Supervisor::spawn_all() {
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     WorkerState& w = workers_[i];
     if (stopping_) {
-      // An earlier worker could not start: the attempt is already failed, start no more.
+      // An earlier worker could not start (the attempt is already failed), or a stop signal
+      // came before the attempt began: start no more.
       w.end = WorkerEnd::kStopped;
       w.ended_at = hooks_.now();
       continue;

@@ -359,6 +359,19 @@ TEST_F(SettledElsewhereTest, AbortWhileWaitingFinishesAtOnce) {
   EXPECT_EQ(s->exit_code(), 1);
 }
 
+// A stop signal between attempts (it came as this node's join returned) starts none of the
+// next attempt's workers: they would run on, never signalled.
+TEST_F(SettledElsewhereTest, AStopSignalBeforeTheAttemptBeginsStartsNoWorker) {
+  auto s = make_multi(3);
+  s->on_signal(SIGTERM);
+  EXPECT_FALSE(s->finished());  // The coordinator may still be joining.
+  s->begin_attempt(0, specs(2));
+  EXPECT_TRUE(spawner.spawned.empty());
+  ASSERT_TRUE(s->finished());
+  EXPECT_EQ(s->exit_code(), 128 + SIGTERM);
+  EXPECT_EQ(hooks.restarts, std::vector<bool>{false});
+}
+
 TEST_F(SettledElsewhereTest, SweptBeforeTheResultIsReported) {
   auto s = make_multi(0);
   s->begin_attempt(0, specs(1));
