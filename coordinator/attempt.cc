@@ -43,19 +43,21 @@ void NodeCoordinator::coordinate_attempts() {
                         .count();
     Joined j = join_->join(restarts_spent);
     joining.since = 0;
+    // The attempt's start publishes node 0's master address, which the others wait for: it
+    // goes out even from a node that leaves now (its supervisor starts no worker).
+    start_attempt(j, restarts_spent);
     struct Watching {  // What a node that leaves shuts (leave_on_sigterm).
       NodeCoordinator& node;
       explicit Watching(NodeCoordinator& n, rdzv::Client& c) : node(n) {
         std::lock_guard lock(node.watching_mutex_);
         node.watching_ = &c;
-        if (node.leaving_) c.interrupt();  // It left as this join returned.
+        if (node.leaving_) c.interrupt();  // It left as this attempt started.
       }
       ~Watching() {
         std::lock_guard lock(node.watching_mutex_);
         node.watching_ = nullptr;
       }
     } watching{*this, j.client};
-    start_attempt(j, restarts_spent);
     watch_for_failure(j);
     if (!settle(j, restarts_spent)) break;
   }
