@@ -9,11 +9,15 @@
 # failure or SIGINT, and the 1-minute load average before each run.
 #
 #   bench/sim_bench.sh MLRUN [SIZES] [WORKERS]      e.g. bench/sim_bench.sh build/mlrun "64 256 1024" "1 8"
+# TREE_WIDTH=W passes --tree_width W: past W nodes the head starts W agents and they start the
+# rest, as over SSH (docs/multinode.md "The launch tree"). The default, 16384, is the flat launch
+# (the head starts every agent), which the runs before the simulated tree measured.
 # Prints one line per run. Needs ulimit -n above 3 x N + 100 for the head (the script raises it).
 set -euo pipefail
 MLRUN=$(realpath "${1:?usage: sim_bench.sh MLRUN [SIZES] [WORKERS]}")
 sizes=${2:-64 256 1024}
 workers=${3:-1 8}
+tree_width=${TREE_WIDTH:-16384}
 ulimit -n 20000 2>/dev/null || true
 D=$(mktemp -d "${TMPDIR:-/tmp}/mlrun-simbench.XXXXXX")
 ln -s "$(command -v sleep)" "$D/sleep"
@@ -44,8 +48,8 @@ run_one() {  # N W MODE
   [ "$mode" = failure ] && fail=$((total / 2 + 1))
   load=$(cut -d' ' -f1 /proc/loadavg)
   t0=$(now)
-  "$MLRUN" --launcher sim --hostfile "$D/hostfile" -x "FAIL_RANK=$fail" "$D/worker.sh" \
-    >/dev/null 2>"$D/err" &
+  "$MLRUN" --launcher sim --hostfile "$D/hostfile" --tree_width "$tree_width" \
+    -x "FAIL_RANK=$fail" "$D/worker.sh" >/dev/null 2>"$D/err" &
   pid=$!
   while [ "$(ls "$D/up" | wc -l)" -lt "$total" ]; do
     kill -0 $pid 2>/dev/null || { echo "mlrun ended early:"; tail -3 "$D/err"; return 1; }
@@ -61,18 +65,18 @@ run_one() {  # N W MODE
     t1=$(now)
     t2=$(wait_nothing_left)
     awk -v n="$n" -v w="$w" -v up="$up" -v f="$(cat "$D/failed")" -v t1="$t1" -v t2="$t2" \
-      -v cpu="$cpu" -v hwm="$hwm" -v load="$load" 'BEGIN {
-      printf "N=%-5d W=%d  start %6.2f s  failure->mlrun exit %6.3f s  ->nothing left %6.3f s  head CPU %s s  head RSS %s MiB  load %s\n",
-        n, w, up, t1 - f, t2 - f, cpu, hwm, load }'
+      -v cpu="$cpu" -v hwm="$hwm" -v load="$load" -v tw="$tree_width" 'BEGIN {
+      printf "N=%-5d W=%d  w=%-5s start %6.2f s  failure->mlrun exit %6.3f s  ->nothing left %6.3f s  head CPU %s s  head RSS %s MiB  load %s\n",
+        n, w, tw, up, t1 - f, t2 - f, cpu, hwm, load }'
   else
     t1=$(now)
     kill -INT $pid
     wait $pid || true
     t2=$(wait_nothing_left)
     awk -v n="$n" -v w="$w" -v up="$up" -v t1="$t1" -v t2="$t2" -v cpu="$cpu" -v hwm="$hwm" \
-      -v load="$load" 'BEGIN {
-      printf "N=%-5d W=%d  start %6.2f s  SIGINT->nothing left %6.3f s                         head CPU %s s  head RSS %s MiB  load %s\n",
-        n, w, up, t2 - t1, cpu, hwm, load }'
+      -v load="$load" -v tw="$tree_width" 'BEGIN {
+      printf "N=%-5d W=%d  w=%-5s start %6.2f s  SIGINT->nothing left %6.3f s                         head CPU %s s  head RSS %s MiB  load %s\n",
+        n, w, tw, up, t2 - t1, cpu, hwm, load }'
   fi
 }
 

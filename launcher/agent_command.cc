@@ -241,7 +241,7 @@ int agent_command(const std::vector<std::string>&) {
   // An interior agent of the launch tree starts its children first (after the lifeline's fork,
   // at the top, which must not hold their connections: this agent's end closes them, their
   // lifeline).
-  std::unique_ptr<transport::SshSubtree> children;
+  std::unique_ptr<transport::Subtree> children;
   if (!slurm) children = start_children(record);
   int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO);
   // Each child ends with the job, after stopping its workers (and its own children).

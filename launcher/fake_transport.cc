@@ -122,10 +122,10 @@ __attribute__((no_sanitize("thread"))) void unblock_all() {
   exit_now(128 + WTERMSIG(status));
 }
 
-// A fake agent's worker: a real program. No waitpid(-1) in this process (the head's own node's
-// loop, worker/agent.cc) may take its exit, and an exec makes any child one that waitpid(-1)
-// takes. So it runs under a middle process, started with no exit signal and never exec'ed
-// (a "clone" child, which only waits with __WALL see), that waits for it and ends as it did.
+// A fake agent's worker: a real program. No wait for any child in this process (a waitpid(-1)
+// anywhere) may take its exit, and an exec makes any child one that waitpid(-1) takes. So it
+// runs under a middle process, started with no exit signal and never exec'ed (a "clone" child,
+// which only waits with __WALL see), that waits for it and ends as it did.
 // Both are in one process group, signalled as one; killed and reaped when destroyed.
 class Worker {
  public:

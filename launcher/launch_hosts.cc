@@ -44,10 +44,13 @@ std::unique_ptr<transport::Transport> open_transport(const Options& o,
     // transport cuts their grace to KillWait once Slurm has said it (after srun's start).
     t = transport::make_slurm_transport(errors);
   } else if (o.launcher == "sim") {
-    t = transport::make_local_transport(nodes);
+    // Past --tree_width nodes, the tree SSH would build, all of it on this machine.
+    t = transport::make_local_transport(nodes, o.tree_width);
   } else if (!nodes.empty()) {
     // Past --tree_width hosts, only the head's children of the launch tree are connected here.
     t = transport::connect_ssh(nodes, o.tree_width, std::chrono::seconds(10), errors);
+  }
+  if (o.launcher != "slurm") {
     if (int depth = transport::tree_depth(transport::plan_tree(nodes, o.tree_width)); depth > 1) {
       log::info("launch tree: {} nodes, {} wide, {} levels", nodes.size(), o.tree_width, depth);
     }
@@ -60,13 +63,13 @@ std::unique_ptr<transport::Transport> open_transport(const Options& o,
 // (docs/scale.md, "Descriptors"): the rendezvous server's four connections per node (control,
 // coordinator, heartbeats, signal watch); the transport's, per agent it starts itself: a
 // simulated agent's three pipes and pidfd, an SSH child's socket and four pipes (past
-// --tree_width, only the head's children of the tree); and what it holds already and holds
-// anyway (descriptors_besides).
+// --tree_width, only the head's children of the tree, for either); and what it holds already and
+// holds anyway (descriptors_besides).
 std::size_t descriptors_needed(const Options& o, const LaunchPlan& plan,
                                const std::vector<transport::AgentNode>& agent_nodes) {
   std::size_t need = descriptors_besides() + 4 * plan.hosts.nodes.size();
   if (o.launcher == "sim") {
-    need += 4 * agent_nodes.size();
+    need += 4 * transport::plan_tree(agent_nodes, o.tree_width).size();
   } else if (o.launcher != "slurm" && !agent_nodes.empty()) {
     need += 9 * transport::plan_tree(agent_nodes, o.tree_width).size();
   }
@@ -322,9 +325,9 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
   fmt::print("transport: {} ({})\n", o.launcher, o.launcher_why);
   fmt::print("teardown: {} (on this host; each node's agent finds its own)\n",
              probe_cgroup_support().describe());
-  // Over SSH past --tree_width hosts, who starts each node's agent.
+  // Over SSH (or simulated) past --tree_width hosts, who starts each node's agent.
   std::vector<std::string> parent(plan.hosts.nodes.size());
-  if (o.launcher == "ssh") {
+  if (o.launcher == "ssh" || o.launcher == "sim") {
     auto agents = agent_nodes_of(plan);
     auto roots = transport::plan_tree(agents, o.tree_width);
     if (int depth = transport::tree_depth(roots); depth > 1) {
@@ -341,7 +344,9 @@ void print_host_plan(const Options& o, const LaunchPlan& plan) {
   int offset = 0;
   for (std::size_t i = 0; i < plan.hosts.nodes.size(); ++i) {
     const auto& n = plan.hosts.nodes[i];
-    std::string how = slurm                 ? "agent through srun"
+    std::string how = slurm ? "agent through srun"
+                      : o.launcher == "sim" && !parent[i].empty()
+                          ? "simulated: an agent on this machine, started by " + parent[i]
                       : o.launcher == "sim" ? "simulated: an agent on this machine"
                       : n.local             ? "this host, no SSH"
                       : !parent[i].empty()  ? "agent over SSH from " + parent[i]

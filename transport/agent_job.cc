@@ -27,6 +27,7 @@ constexpr const char* kNproc = "nproc";
 constexpr const char* kGpus = "gpus";
 constexpr const char* kParent = "parent";
 constexpr const char* kChildren = "children";
+constexpr const char* kSimulated = "simulated";
 constexpr const char* kNodes = "nodes";
 constexpr const char* kHost = "host";
 constexpr const char* kUser = "user";
@@ -72,6 +73,7 @@ class Reader {
   template <typename T>
   static const char* kind() {
     if constexpr (std::is_same_v<T, std::string>) return "a string";
+    if constexpr (std::is_same_v<T, bool>) return "true or false";
     if constexpr (std::is_integral_v<T>) return "an integer";
     return "a list of the right type";
   }
@@ -183,6 +185,7 @@ std::string encode_agent_job(const AgentJob& job) {
     j[kGpus] = job.gpus;
     if (!job.parent.empty()) j[kParent] = job.parent;
     if (!job.children.empty()) j[kChildren] = encode_tree(job.children);
+    if (job.simulated) j[kSimulated] = true;
   } else {
     json list = json::array();
     for (const auto& n : job.nodes)
@@ -220,6 +223,7 @@ AgentJob decode_agent_job(std::string_view text) {
   job.gpus = r.optional<std::vector<int>>(kGpus, {});
   job.parent = r.optional<std::string>(kParent, "");
   if (r.has(kChildren)) job.children = decode_tree(r);
+  job.simulated = r.optional<bool>(kSimulated, false);
   return job;
 }
 

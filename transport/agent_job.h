@@ -63,6 +63,9 @@ struct AgentJob {
   std::vector<int> gpus;
   std::string parent;              ///< The agent's parent in the launch tree; empty: the head.
   std::vector<TreeNode> children;  ///< The agents this one starts (the launch tree).
+  /// --launcher sim: the children are simulated nodes, started as processes on this machine
+  /// (transport/local.h) rather than over SSH.
+  bool simulated = false;
   // ... or, with node_rank -1, every node's name and worker count, the agent's own among them
   // (Slurm: one srun step starts every agent with the same record).
   std::vector<AgentNode> nodes;
@@ -83,8 +86,8 @@ std::string encode_agent_job(const AgentJob& job);
 
 /// The record encode_agent_job wrote. Throws AgentJobError naming the field ("field nnodes:
 /// missing", "field nodes[1].nproc: not an integer") or saying the text is not JSON. A field
-/// that older heads did not send (grace, heartbeats, log level, gpus, parent, children) may be
-/// missing; with node_rank, token is required; without, nodes is.
+/// that older heads did not send (grace, heartbeats, log level, gpus, parent, children, simulated)
+/// may be missing; with node_rank, token is required; without, nodes is.
 AgentJob decode_agent_job(std::string_view text);
 
 }  // namespace mlrun::transport

@@ -68,8 +68,12 @@ TEST(AgentJob, OneNodesRecordRoundTripsWithItsSubtree) {
   EXPECT_EQ(deep.user, "me");
   EXPECT_EQ(deep.port, 2222);
   EXPECT_EQ(deep.gpus, (std::vector<int>{2, 3}));
+  EXPECT_FALSE(back.simulated);
   // Encoding is a function of the record: what is decoded encodes to the same text.
   EXPECT_EQ(encode_agent_job(back), encode_agent_job(job));
+  // A simulated job's interior agents start their children on their own machine.
+  job.simulated = true;
+  EXPECT_TRUE(decode_agent_job(encode_agent_job(job)).simulated);
 }
 
 TEST(AgentJob, EveryNodesRecordRoundTripsWithoutAToken) {
@@ -97,6 +101,7 @@ TEST(AgentJob, FieldsOlderHeadsDidNotSendTakeTheirDefaults) {
   EXPECT_EQ(back.heartbeat_interval.count(), 0);
   EXPECT_EQ(back.log_level, "warning");
   EXPECT_TRUE(back.children.empty());
+  EXPECT_FALSE(back.simulated);
   EXPECT_TRUE(back.gpus.empty());
 }
 

@@ -12,6 +12,7 @@
 
 #include "launcher/head.h"
 #include "launcher/plan.h"
+#include "transport/tree.h"
 #include "worker/process.h"
 
 extern char** environ;
@@ -110,9 +111,11 @@ std::unique_ptr<AgentProcess> start_agent(ProcessSpawner& spawner, const std::st
   request.argv = {self_path(), "agent"};
   request.env = agent_environment(host);
   request.stdin_fd = in[0];
-  // The head's end reaches each agent as SIGTERM too, which stops its workers (SSH's agents
-  // get the same from their stdin's end-of-file, which follows here as well).
-  request.death_signal = SIGTERM;
+  // The parent's end (the head's, or an interior agent's of the launch tree) reaches the agent
+  // as its stdin's end-of-file, as over SSH: it stops its workers, and a child of the tree
+  // leaves the report of its parent's loss to the parent's own parent. No death signal: a
+  // SIGTERM would reach the agent first and end the job as an interrupt, naming the wrong node.
+  request.death_signal = 0;
   SpawnedProcess p;
   try {
     p = spawner.spawn(request);
@@ -135,39 +138,23 @@ std::unique_ptr<AgentProcess> start_agent(ProcessSpawner& spawner, const std::st
 
 class LocalTransport : public Transport {
  public:
-  explicit LocalTransport(const std::vector<AgentNode>& nodes) {
-    for (const auto& n : nodes) hosts_.push_back(n.host);
-  }
+  explicit LocalTransport(std::unique_ptr<Subtree> children) : children_(std::move(children)) {}
   std::string name() const override { return "sim"; }
   std::string head_address() const override { return "127.0.0.1"; }
 
   void start(const AgentJob& job, const std::vector<AgentNode>& nodes,
              LostCallback on_lost) override {
-    std::vector<RemoteAgents::Agent> agents;
-    std::vector<std::string> payloads;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      // With the token: on stdin, never on the command line.
-      std::string payload = encode_agent_job(job_for_node(job, {nodes[i], {}}, ""));
-      agents.push_back({nodes[i].node_rank, fmt::format("{} agent", self_path()), payload + "\n"});
-    }
-    auto spawner = std::shared_ptr<ProcessSpawner>(make_posix_spawner());
-    auto hosts = hosts_;
-    agents_ = RemoteAgents::make(
-        "sim", std::move(hosts),
-        [spawner, names = hosts_](std::size_t i, RemoteAgents::Agent agent) {
-          return start_agent(*spawner, names[i], agent.payload);
-        },
-        head_address());
-    agents_->start(std::move(agents), std::move(on_lost));
+    if (nodes.empty()) return;
+    // Past --tree_width nodes, the head's children start the rest here too.
+    AgentJob simulated = job;
+    simulated.simulated = true;
+    children_->start(simulated, "", std::move(on_lost));
   }
 
-  void finish(std::chrono::milliseconds bound) override {
-    if (agents_) agents_->finish(bound);
-  }
+  void finish(std::chrono::milliseconds bound) override { children_->finish(bound); }
 
  private:
-  std::vector<std::string> hosts_;
-  std::unique_ptr<RemoteAgents> agents_;
+  std::unique_ptr<Subtree> children_;
 };
 
 }  // namespace
@@ -182,8 +169,25 @@ std::vector<std::string> choose_sim_launcher(Options& o) {
   return {};
 }
 
-std::unique_ptr<Transport> make_local_transport(const std::vector<AgentNode>& nodes) {
-  return std::make_unique<LocalTransport>(nodes);
+std::unique_ptr<Subtree> local_subtree(std::vector<TreeNode> children) {
+  std::vector<std::string> hosts;
+  for (const auto& c : children) hosts.push_back(c.node.host);
+  auto spawner = std::shared_ptr<ProcessSpawner>(make_posix_spawner());
+  // Called by RemoteAgents::start on the thread that calls Subtree::start, which outlives the
+  // agents: their death signal comes with this process's end, not that thread's.
+  auto agents = RemoteAgents::make(
+      "sim", hosts,
+      [spawner, hosts](std::size_t i, RemoteAgents::Agent agent) {
+        return start_agent(*spawner, hosts[i], agent.payload);
+      },
+      "127.0.0.1");
+  return std::make_unique<Subtree>(std::move(agents), std::move(children),
+                                   fmt::format("{} agent", self_path()));
+}
+
+std::unique_ptr<Transport> make_local_transport(const std::vector<AgentNode>& nodes,
+                                                int tree_width) {
+  return std::make_unique<LocalTransport>(local_subtree(plan_tree(nodes, tree_width)));
 }
 
 }  // namespace mlrun::transport

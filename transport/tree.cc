@@ -5,7 +5,45 @@
 
 #include <fmt/format.h>
 
+#include "launcher/head.h"
+
 namespace mlrun::transport {
+
+Subtree::Subtree(std::unique_ptr<RemoteAgents> agents, std::vector<TreeNode> children,
+                 std::string command)
+    : agents_(std::move(agents)), children_(std::move(children)), command_(std::move(command)) {}
+
+Subtree::~Subtree() = default;
+
+std::string Subtree::local_address() const {
+  return agents_->local_address();
+}
+
+void Subtree::start(const AgentJob& job, const std::string& parent, LostCallback on_lost) {
+  std::vector<RemoteAgents::Agent> agents;
+  for (const auto& c : children_) {
+    // With the token: on stdin, never on the command line.
+    agents.push_back(
+        {c.node.node_rank, command_, encode_agent_job(job_for_node(job, c, parent)) + "\n"});
+  }
+  // A lost child takes its own children with it: the reason names them.
+  std::vector<std::pair<int, std::string>> below;
+  for (const auto& c : children_) below.emplace_back(c.node.node_rank, describe_subtree(c));
+  std::string seen = parent.empty() ? "" : fmt::format(" (seen by {}, its parent)", parent);
+  agents_->start(std::move(agents),
+                 [below = std::move(below), seen, on_lost = std::move(on_lost)](
+                     int node_rank, const std::string& host, const std::string& why) {
+                   std::string subtree;
+                   for (const auto& [rank, text] : below) {
+                     if (rank == node_rank) subtree = text;
+                   }
+                   on_lost(node_rank, host, why + seen + subtree);
+                 });
+}
+
+void Subtree::finish(std::chrono::milliseconds bound) {
+  agents_->finish(bound);
+}
 
 std::vector<TreeNode> plan_tree(const std::vector<AgentNode>& nodes, int width) {
   const std::size_t w = static_cast<std::size_t>(std::max(1, width));

@@ -4,6 +4,7 @@
 
 #include <mlrun/rendezvous.hpp>
 
+#include "transport/local.h"
 #include "worker/log.h"
 #include "worker/net.h"
 
@@ -29,14 +30,15 @@ std::string lost_reason(int node_rank, const std::string& host, const std::strin
   return node_rank < 0 ? why : fmt::format("node {} ({}) lost: {}", node_rank, host, why);
 }
 
-std::unique_ptr<transport::SshSubtree> start_children(const transport::AgentJob& job) {
+std::unique_ptr<transport::Subtree> start_children(const transport::AgentJob& job) {
   auto children = job.children;
   if (children.empty()) return nullptr;
   const std::string here = host_name();
   std::vector<std::string> errors;
-  auto names = children;  // connect() takes the list; the names are for the reason.
-  auto subtree =
-      transport::SshSubtree::connect(std::move(children), std::chrono::seconds(10), errors);
+  auto names = children;  // connect_subtree() takes the list; the names are for the reason.
+  auto subtree = job.simulated ? transport::local_subtree(std::move(children))
+                               : transport::connect_subtree(std::move(children),
+                                                            std::chrono::seconds(10), errors);
   if (!subtree) {
     // Every unreachable child by name, with what below it was not started either.
     std::vector<std::string> parts;

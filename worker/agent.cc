@@ -156,10 +156,17 @@ struct Agent::Impl final : SupervisorHooks {
   }
 
   void reap() {
-    int status;
-    pid_t pid;
-    // SIGCHLD coalesces: one delivery may stand for many exits.
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    // SIGCHLD coalesces: one delivery may stand for many exits. Only this attempt's workers are
+    // waited for, each by its pid: this process may have other children whose ends are not its
+    // loop's to take (an interior agent's simulated children, transport/local.h; the head's
+    // lifeline), and a waitpid(-1) would take their exit statuses from their own waits.
+    std::vector<std::pair<pid_t, int>> ended;
+    for (const auto& w : supervisor.workers()) {
+      int status = 0;
+      if (w.end != WorkerEnd::kRunning || w.pid <= 0) continue;
+      if (waitpid(w.pid, &status, WNOHANG) == w.pid) ended.emplace_back(w.pid, status);
+    }
+    for (auto [pid, status] : ended) {
       for (auto& p : pipes) {
         if (p.pid != pid) continue;
         p.out->drain();

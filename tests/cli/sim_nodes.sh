@@ -1,5 +1,7 @@
 # --launcher sim (transport/local.h): a job of many simulated nodes on this machine, each a real
-# `mlrun agent` with its own node name, through the head's real relay and rendezvous server.
+# `mlrun agent` with its own node name, through the head's real relay and rendezvous server
+# (through the launch tree past 32 nodes, and flat with --tree_width 16384; sim_tree.sh tests the
+# tree's own cases).
 # Every worker starts on its own node; a failure on one node stops every worker on every node
 # with the failed worker's exit code and node named; Ctrl-C on the head stops everything; nothing
 # is left after either (agents, their lifelines and workers all carry the node names of this
@@ -7,15 +9,9 @@
 # starts; and no simulated node's name is looked up in DNS.
 # MLRUN_SIM_TEST_NODES sets the size (default 256).
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/sim_lib.sh"
 
-# The head holds ~8 descriptors per simulated node (docs/scale.md, "Descriptors"): 256 nodes
-# where the hard limit allows it, else as many as it allows.
-nodes=${MLRUN_SIM_TEST_NODES:-256}
-hard=$(ulimit -Hn)
-if [ -z "${MLRUN_SIM_TEST_NODES:-}" ] && [ "$hard" != unlimited ] && [ $((hard / 9 - 8)) -lt "$nodes" ]; then
-  nodes=$((hard / 9 - 8))
-  echo "ulimit -Hn is $hard: $nodes nodes"
-fi
+nodes=$(sim_size "${MLRUN_SIM_TEST_NODES:-}" 256)
 fail_rank=$((nodes / 2 + 5))
 for ((i = 0; i < nodes; i++)); do echo "$MARKER-n$i slots=1"; done >"$T/hostfile"
 
@@ -26,22 +22,6 @@ if [ "$RANK" = "$FAIL_RANK" ]; then
   exit 3
 fi
 exec "$T/sleep" 1000'
-
-# Every process of the job: the marker in its argv (workers) or in its node name (agents).
-job_pids() {
-  marker_pids
-  grep -ls -- "MLRUN_NODE_NAME=$MARKER" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3
-}
-nothing_left() { [ -z "$(job_pids)" ]; }
-all_up() { [ "$(count_files "$T/up.*")" -eq "$nodes" ]; }
-# Waits for every worker, or for the head's early end, which it then shows.
-up_or_over() { all_up || ! mlrun_running; }
-wait_all_up() {
-  wait_until 180 up_or_over || true
-  all_up && return
-  mlrun_running || fail "the head ended with $(count_files "$T/up.*") of $nodes workers started: $(tail -3 "$T/err")"
-  fail "$(count_files "$T/up.*") of $nodes workers started"
-}
 
 # Each worker ran on its own simulated node, named after its hostfile line.
 check_nodes() {
@@ -62,9 +42,11 @@ expect_grep "$T/err" "First failure: rank $fail_rank .*node $fail_rank \($MARKER
 wait_until 30 nothing_left || fail "left after the failure: $(job_pids | head -5 | paste -sd' ')"
 echo "failure: $nodes nodes stopped, nothing left"
 
-# 2. Ctrl-C on the head.
+# 2. Ctrl-C on the head, every agent started by the head itself (case 1's went through the
+# launch tree, 32 wide: two levels).
 rm -f "$T"/up.* "$T/fail"
-start_mlrun --launcher sim --hostfile "$T/hostfile" -x "FAIL_RANK=-1" "$T/worker.sh"
+start_mlrun --launcher sim --hostfile "$T/hostfile" --tree_width 16384 -x "FAIL_RANK=-1" \
+  "$T/worker.sh"
 wait_all_up
 kill -INT "$MLRUN_PID"
 wait_mlrun 120

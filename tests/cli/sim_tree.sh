@@ -1,0 +1,116 @@
+# The launch tree with simulated nodes (--launcher sim --tree_width, transport/local.h): 256 nodes
+# 4 wide are four levels of agents (the head starts nodes 0-3, they 4-19, those 20-83, and nodes
+# 4-46 the rest), each level's agents started as processes by their parent agent, as over SSH.
+#   1. every worker starts on its own node; a worker on the deepest level fails: every worker
+#      stops, mlrun exits with its code and names it
+#   2. an interior agent (node 5, level 2) SIGKILLed: the job ends naming it and the 20 agents
+#      below it (nodes 24-27 and, below them, 100-115)
+#   3. Ctrl-C on the head: every worker on every level is signalled, exit 130
+#   4. the head SIGKILLed: every agent sees its parent's end and stops its workers
+# After each: nothing of the job is left (agents and lifelines carry the node names of this test
+# in MLRUN_NODE_NAME, workers the marker in their argv).
+# MLRUN_SIM_TREE_NODES sets the size (default 256).
+source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/sim_lib.sh"
+
+nodes=$(sim_size "${MLRUN_SIM_TREE_NODES:-}" 256)
+[ "$nodes" -ge 116 ] || { echo "SKIP: $nodes nodes are too few for case 2"; exit 77; }
+deepest=$((nodes - 1))
+for ((i = 0; i < nodes; i++)); do echo "$MARKER-n$i slots=1"; done >"$T/hostfile"
+TREE=(--launcher sim --hostfile "$T/hostfile" --tree_width 4)
+
+write_worker worker.sh '
+trap "echo TERM >\"$T/got.\$RANK\"; exit 0" TERM
+trap "echo INT >\"$T/got.\$RANK\"; exit 0" INT
+echo "$MLRUN_NODE_NAME $GROUP_RANK" >"$T/up.$RANK"
+if [ "$RANK" = "$FAIL_RANK" ]; then
+  while [ ! -e "$T/fail" ]; do "$T/sleep" 0.2; done
+  echo "rank $RANK gives up" >&2
+  exit 3
+fi
+"$T/sleep" 1000 &
+wait'
+
+expect_nothing_left() {
+  wait_until 30 nothing_left ||
+    fail "left after $1: $(ps -o pid=,args= -p "$(job_pids | head -5 | paste -sd, -)")"
+}
+reset() { rm -f "$T"/up.* "$T"/got.* "$T/fail"; }
+# The agent of node N: the `mlrun agent` process whose node name is N's.
+agent_of() {
+  local p
+  for p in $(pgrep -f -- "$MLRUN agent"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "MLRUN_NODE_NAME=$MARKER-n$1"; then
+      echo "$p"
+      return
+    fi
+  done
+}
+
+# The plan: who starts whom.
+run_mlrun "${TREE[@]}" --dry-run /bin/true
+expect_rc 0
+expect_grep "$T/out" "^launch tree: 4 wide, 4 levels of agents"
+expect_grep "$T/out" "^node 3 \($MARKER-n3\): ranks 3-3, simulated: an agent on this machine$"
+expect_grep "$T/out" "^node 24 \($MARKER-n24\): .*started by $MARKER-n5$"
+expect_grep "$T/out" "^node $deepest \($MARKER-n$deepest\): .*started by $MARKER-n$((deepest / 4 - 1))$"
+
+# 1. Every worker on its own node; a worker on the deepest level fails.
+start_mlrun "${TREE[@]}" -x "FAIL_RANK=$deepest" "$T/worker.sh"
+wait_all_up
+for ((r = 0; r < nodes; r++)); do
+  [ "$(cat "$T/up.$r")" = "$MARKER-n$r $r" ] || fail "rank $r ran as '$(cat "$T/up.$r")'"
+done
+touch "$T/fail"
+wait_mlrun 120
+expect_rc 3
+expect_grep "$T/err" "First failure: rank $deepest .*node $deepest \($MARKER-n$deepest\)"
+expect_grep "$T/err" "rank $deepest gives up"
+[ "$(count_files "$T/got.*")" -eq $((nodes - 1)) ] ||
+  fail "$(count_files "$T/got.*") of $((nodes - 1)) other workers were stopped"
+expect_nothing_left "the failure"
+echo "leaf failure: $nodes nodes in 4 levels stopped, exit 3, nothing left"
+
+# 2. An interior agent SIGKILLed: node 5 (started by node 0), above nodes 24-27 and 100-115.
+reset
+start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
+wait_all_up
+agent=$(agent_of 5)
+[ -n "$agent" ] || fail "no agent of node 5"
+start=$(now_ms)
+kill -KILL "$agent"
+wait_mlrun 120
+took=$(($(now_ms) - start))
+expect_rc 1
+expect_grep "$T/err" "job aborted: node 5 \($MARKER-n5\) lost: its agent was killed by SIGKILL \(seen by $MARKER-n0, its parent\); the 20 agents below it in the launch tree went with it"
+for n in 24 25 26 27 $(seq 100 115); do
+  expect_grep "$T/err" "went with it: .*$MARKER-n$n \(node $n\)"
+done
+expect_no_grep "$T/err" "went with it: .*\(node 28\)"
+expect_nothing_left "the interior agent's SIGKILL"
+echo "interior agent killed: mlrun exited $RC ${took} ms after, nothing left"
+
+# 3. Ctrl-C on the head reaches every worker on every level.
+reset
+start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
+wait_all_up
+kill -INT "$MLRUN_PID"
+wait_mlrun 120
+expect_rc 130
+expect_grep "$T/err" "job aborted: interrupted: SIGINT on the head"
+[ "$(count_files "$T/got.*")" -eq "$nodes" ] ||
+  fail "$(count_files "$T/got.*") of $nodes workers were signalled"
+expect_nothing_left "SIGINT"
+echo "SIGINT: $nodes workers signalled, exit 130, nothing left"
+
+# 4. The head SIGKILLed: each agent reads its stdin's end, its parent's, and stops its workers.
+reset
+start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
+wait_all_up
+kill -KILL "$MLRUN_PID"
+wait_mlrun 30
+expect_nothing_left "the head's SIGKILL"
+[ "$(count_files "$T/got.*")" -eq "$nodes" ] ||
+  fail "$(count_files "$T/got.*") of $nodes workers were stopped with a signal"
+echo "head killed: every worker stopped, nothing left"
+echo PASS
