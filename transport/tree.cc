@@ -80,9 +80,14 @@ std::vector<const AgentNode*> subtree_nodes(const TreeNode& t) {
 }
 
 std::string subtree_list(const TreeNode& t) {
+  auto below = subtree_nodes(t);
   std::vector<std::string> names;
-  for (const auto* n : subtree_nodes(t)) {
-    names.push_back(fmt::format("{} (node {})", n->host, n->node_rank));
+  for (std::size_t i = 0; i < below.size() && i < kListedBelow; ++i) {
+    names.push_back(fmt::format("{} (node {})", below[i]->host, below[i]->node_rank));
+  }
+  if (below.size() > kListedBelow) {
+    names.push_back(
+        fmt::format("and {} more (`--dry-run` shows the whole tree)", below.size() - kListedBelow));
   }
   return fmt::format("{}", fmt::join(names, ", "));
 }

@@ -58,7 +58,12 @@ int tree_depth(const std::vector<TreeNode>& roots);
 /// Every node below t (not t itself), in node-rank order.
 std::vector<const AgentNode*> subtree_nodes(const TreeNode& t);
 
-/// The nodes below t, "host7 (node 6), host8 (node 7)"; "" for a leaf.
+/// The most nodes subtree_list names: a lost agent near the top of a tree of thousands has
+/// thousands below it, and the reason travels in an abort of at most 4 KiB (rendezvous).
+inline constexpr std::size_t kListedBelow = 16;
+
+/// The nodes below t, "host7 (node 6), host8 (node 7)", the first kListedBelow of them and then
+/// how many more; "" for a leaf.
 std::string subtree_list(const TreeNode& t);
 
 /// What a lost interior node takes with it, for the job's abort reason: "" for a leaf, else

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace mlrun::transport {
@@ -66,6 +67,27 @@ TEST(LaunchTree, ALostInteriorNodeNamesEveryNodeBelowIt) {
   // Node 1's subtree: 5-8 and, below node 5, 21-24.
   EXPECT_EQ(subtree_nodes(roots[0]).size(), 8u);
   EXPECT_EQ(subtree_list(roots[0]).rfind("host6 (node 5), host7 (node 6)", 0), 0u);
+}
+
+// Near the top of a big tree thousands of agents go with a lost one: the reason names the first
+// few and counts the rest, and stays far below the abort's 4 KiB.
+TEST(LaunchTree, ALostAgentAboveThousandsNamesAFewAndCountsTheRest) {
+  auto roots = plan_tree(numbered_nodes(10000), 32);
+  ASSERT_EQ(tree_depth(roots), 3);
+  std::string text = describe_subtree(roots[0]);
+  std::size_t below = subtree_nodes(roots[0]).size();
+  EXPECT_GT(below, 1000u);
+  EXPECT_EQ(text.rfind(fmt::format("; the {} agents below it in the launch tree went with it: "
+                                   "host34 (node 33), host35 (node 34), ",
+                                   below),
+                       0),
+            0u)
+      << text;
+  EXPECT_NE(text.find(fmt::format(", and {} more (`--dry-run` shows the whole tree)",
+                                  below - kListedBelow)),
+            std::string::npos)
+      << text;
+  EXPECT_LT(text.size(), 1024u);
 }
 
 }  // namespace
