@@ -12,12 +12,15 @@
 # TREE_WIDTH=W passes --tree_width W: past W nodes the head starts W agents and they start the
 # rest, as over SSH (docs/multinode.md "The launch tree"). The default, 16384, is the flat launch
 # (the head starts every agent), which the runs before the simulated tree measured.
+# HEARTBEAT_TIMEOUT=S passes --rdzv_conf heartbeat_timeout=S: at 1,024 x 8 on two cores an agent
+# can go without CPU past the default 30 s, and the server then ends the job as for a hung node.
 # Prints one line per run. Needs ulimit -n above 3 x N + 100 for the head (the script raises it).
 set -euo pipefail
 MLRUN=$(realpath "${1:?usage: sim_bench.sh MLRUN [SIZES] [WORKERS]}")
 sizes=${2:-64 256 1024}
 workers=${3:-1 8}
 tree_width=${TREE_WIDTH:-16384}
+rdzv_conf=heartbeat_timeout=${HEARTBEAT_TIMEOUT:-30}
 ulimit -n 20000 2>/dev/null || true
 D=$(mktemp -d "${TMPDIR:-/tmp}/mlrun-simbench.XXXXXX")
 ln -s "$(command -v sleep)" "$D/sleep"
@@ -49,7 +52,7 @@ run_one() {  # N W MODE
   load=$(cut -d' ' -f1 /proc/loadavg)
   t0=$(now)
   "$MLRUN" --launcher sim --hostfile "$D/hostfile" --tree_width "$tree_width" \
-    -x "FAIL_RANK=$fail" "$D/worker.sh" >/dev/null 2>"$D/err" &
+    --rdzv_conf "$rdzv_conf" -x "FAIL_RANK=$fail" "$D/worker.sh" >/dev/null 2>"$D/err" &
   pid=$!
   while [ "$(ls "$D/up" | wc -l)" -lt "$total" ]; do
     kill -0 $pid 2>/dev/null || { echo "mlrun ended early:"; tail -3 "$D/err"; return 1; }
