@@ -173,8 +173,7 @@ std::unique_ptr<Subtree> local_subtree(std::vector<TreeNode> children) {
   std::vector<std::string> hosts;
   for (const auto& c : children) hosts.push_back(c.node.host);
   auto spawner = std::shared_ptr<ProcessSpawner>(make_posix_spawner());
-  // Called by RemoteAgents::start on the thread that calls Subtree::start, which outlives the
-  // agents: their death signal comes with this process's end, not that thread's.
+  // Called by RemoteAgents::start, in order, on the thread that calls Subtree::start.
   auto agents = RemoteAgents::make(
       "sim", hosts,
       [spawner, hosts](std::size_t i, RemoteAgents::Agent agent) {
