@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -66,7 +68,11 @@ bool write_all(int fd, std::string_view data) {
 namespace {
 
 // A console that stopped taking output: what was dropped since, for the note when it resumes.
+// Its lock serialises this process's writes to it: an agent's loop (its workers' lines) and its
+// relay (the lines of the agents it started) write to one stdout, as do a head's relay and its
+// own node's loop, and a chunk cut by the other thread's write would cut its lines.
 struct ConsoleState {
+  std::mutex lock;
   bool stalled = false;
   std::size_t dropped_lines = 0;
 };
@@ -74,13 +80,19 @@ ConsoleState& console_state(int fd) {
   static ConsoleState states[3], other;
   return fd >= 0 && fd < 3 ? states[fd] : other;
 }
-std::size_t total_dropped = 0;
+std::atomic<std::size_t> total_dropped{0};
 
-}  // namespace
+// The next write of data: at most PIPE_BUF bytes, which a pipe takes whole and never
+// interleaves with another process's write, and up to the last whole line among them (a longer
+// line is cut).
+std::size_t next_piece(std::string_view data) {
+  if (data.size() <= PIPE_BUF) return data.size();
+  std::size_t last = data.rfind('\n', PIPE_BUF - 1);
+  return last == std::string_view::npos ? PIPE_BUF : last + 1;
+}
 
-bool console_write(int fd, std::string_view data) {
+bool console_write_locked(ConsoleState& st, int fd, std::string_view data) {
   using std::chrono::steady_clock;
-  ConsoleState& st = console_state(fd);
   // Once stalled, a console gets no more waiting until it takes bytes again.
   auto deadline = steady_clock::now() + (st.stalled ? std::chrono::milliseconds(0) : kConsoleStall);
   while (!data.empty()) {
@@ -103,10 +115,10 @@ bool console_write(int fd, std::string_view data) {
           fmt::format("mlrun: {} lines of output dropped here: nothing read them for {} ms\n",
                       st.dropped_lines, kConsoleStall.count());
       st.dropped_lines = 0;
-      if (!console_write(fd, note)) return false;
+      if (!console_write_locked(st, fd, note)) return false;
     }
     // At most PIPE_BUF after POLLOUT: a pipe that reports room takes that much without blocking.
-    ssize_t n = write(fd, data.data(), std::min<std::size_t>(data.size(), PIPE_BUF));
+    ssize_t n = write(fd, data.data(), next_piece(data));
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       return false;
@@ -114,6 +126,14 @@ bool console_write(int fd, std::string_view data) {
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return true;
+}
+
+}  // namespace
+
+bool console_write(int fd, std::string_view data) {
+  ConsoleState& st = console_state(fd);
+  std::lock_guard hold(st.lock);
+  return console_write_locked(st, fd, data);
 }
 
 std::size_t console_dropped_lines() {

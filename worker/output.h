@@ -58,7 +58,9 @@ inline constexpr std::chrono::milliseconds kConsoleStall{1000};
 
 /// Writes data to a console fd (stdout, stderr) within kConsoleStall, dropping what does not fit;
 /// when the console takes bytes again, a note with the count of dropped lines comes first.
-/// Returns false once fd refuses (EPIPE, ...).
+/// Returns false once fd refuses (EPIPE, ...). Thread-safe: data reaches fd whole, never cut by
+/// another thread's call, and in writes of whole lines of at most PIPE_BUF bytes, which a pipe
+/// never interleaves with another process's writes.
 bool console_write(int fd, std::string_view data);
 
 /// Lines dropped by console_write in this process so far.

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <thread>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace mlrun {
@@ -112,6 +115,45 @@ TEST(StreamOutput, DuplicatesTheLinesThatHoldANeedleToASharedFile) {
             "[default0]:apple without a newline\n");
   close(again);
   unlink(path);
+}
+
+// Two threads of one process write to one console: an agent's loop its own workers' lines, its
+// relay those of the agents it started (the launch tree), a head's relay and its own node's
+// loop. Each chunk of whole lines reaches the pipe whole: before, chunks were cut every
+// PIPE_BUF bytes, mid-line, and the other thread's write came between the pieces.
+TEST(StreamOutput, TwoThreadsOnOneConsoleNeverSplitALine) {
+  int console[2];
+  ASSERT_EQ(pipe(console), 0);
+  std::string got;
+  std::thread reader([&] { got = read_all(console[0]); });
+  const std::string pad(150, 'x');
+  auto writer = [&](const std::string& tag) {
+    StreamOutput out(StreamRoute{console[1], tag, -1, false}, 0);
+    for (int chunk = 0; chunk < 200; ++chunk) {
+      std::string data;
+      for (int i = 0; i < 40; ++i) data += fmt::format("line {} {}\n", chunk * 40 + i, pad);
+      out.on_data(data);  // ~6.5 KB: more than PIPE_BUF.
+    }
+  };
+  std::thread a(writer, "[a] ");
+  std::thread b(writer, "[b] ");
+  a.join();
+  b.join();
+  close(console[1]);
+  reader.join();
+  close(console[0]);
+  std::size_t lines = 0, whole = 0, start = 0;
+  for (std::size_t end; (end = got.find('\n', start)) != std::string::npos; start = end + 1) {
+    std::string_view line(got.data() + start, end - start);
+    ++lines;
+    bool tagged = line.rfind("[a] line ", 0) == 0 || line.rfind("[b] line ", 0) == 0;
+    if (tagged && line.size() > pad.size() && line.find('[', 1) == std::string_view::npos &&
+        line.substr(line.size() - pad.size()) == pad) {
+      ++whole;
+    }
+  }
+  EXPECT_EQ(lines, 2u * 200 * 40);
+  EXPECT_EQ(whole, lines) << "lines cut by the other thread's output";
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 # The launch tree with simulated nodes (--launcher sim --tree_width, transport/local.h): 256 nodes
 # 4 wide are four levels of agents (the head starts nodes 0-3, they 4-19, those 20-83, and nodes
 # 4-46 the rest), each level's agents started as processes by their parent agent, as over SSH.
-#   1. every worker starts on its own node; a worker on the deepest level fails: every worker
+#   1. 110 lines of output from every worker reach the head whole, through every level
+#   2. every worker starts on its own node; a worker on the deepest level fails: every worker
 #      stops, mlrun exits with its code and names it
-#   2. an interior agent (node 5, level 2) SIGKILLed: the job ends naming it and the 20 agents
+#   3. an interior agent (node 5, level 2) SIGKILLed: the job ends naming it and the 20 agents
 #      below it (nodes 24-27 and, below them, 100-115: the first 16 by name, then "and 4 more")
-#   3. Ctrl-C on the head: every worker on every level is signalled, exit 130
-#   4. the head SIGKILLed: every agent sees its parent's end and stops its workers
+#   4. Ctrl-C on the head: every worker on every level is signalled, exit 130
+#   5. the head SIGKILLed: every agent sees its parent's end and stops its workers
 # After each: nothing of the job is left (agents and lifelines carry the node names of this test
 # in MLRUN_NODE_NAME, workers the marker in their argv).
 # MLRUN_SIM_TREE_NODES sets the size (default 256).
@@ -55,7 +56,26 @@ expect_grep "$T/out" "^node 3 \($MARKER-n3\): ranks 3-3, simulated: an agent on 
 expect_grep "$T/out" "^node 24 \($MARKER-n24\): .*started by $MARKER-n5$"
 expect_grep "$T/out" "^node $deepest \($MARKER-n$deepest\): .*started by $MARKER-n$((deepest / 4 - 1))$"
 
-# 1. Every worker on its own node; a worker on the deepest level fails.
+# 1. Output through four levels: each worker prints 100 lines of stdout and 10 of stderr, ~170
+# bytes each, and every line reaches the head's stdout or stderr whole and tagged. Before, an
+# interior agent's loop (its own worker's lines) and its relay (its children's) cut each other's
+# lines where a write passed PIPE_BUF bytes.
+write_worker talk.sh '
+pad=$(printf "%0150d" 0)
+for ((i = 1; i <= 100; i++)); do echo "rank $RANK line $i $pad"; done
+for ((i = 1; i <= 10; i++)); do echo "rank $RANK note $i $pad" >&2; done'
+run_mlrun "${TREE[@]}" "$T/talk.sh"
+expect_rc 0
+whole='^\[([0-9]+)\] rank \1 (line|note) [0-9]+ 0{150}$'
+[ "$(grep -cE "$whole" "$T/out")" -eq $((nodes * 100)) ] ||
+  fail "$(grep -cE "$whole" "$T/out") of $((nodes * 100)) stdout lines whole: $(grep -vE "$whole" "$T/out" | head -2 | cut -c1-120)"
+[ "$(grep -cE "$whole" "$T/err")" -eq $((nodes * 10)) ] ||
+  fail "$(grep -cE "$whole" "$T/err") of $((nodes * 10)) stderr lines whole: $(grep -vE "$whole" "$T/err" | head -2 | cut -c1-120)"
+[ "$(grep -c "^\[$deepest\] rank $deepest line" "$T/out")" -eq 100 ] || fail "rank $deepest's lines are not all there"
+expect_nothing_left "the job's end"
+echo "output: $((nodes * 110)) lines through 4 levels, every one whole"
+
+# 2. Every worker on its own node; a worker on the deepest level fails.
 start_mlrun "${TREE[@]}" -x "FAIL_RANK=$deepest" "$T/worker.sh"
 wait_all_up
 for ((r = 0; r < nodes; r++)); do
@@ -71,7 +91,7 @@ expect_grep "$T/err" "rank $deepest gives up"
 expect_nothing_left "the failure"
 echo "leaf failure: $nodes nodes in 4 levels stopped, exit 3, nothing left"
 
-# 2. An interior agent SIGKILLed: node 5 (started by node 0), above nodes 24-27 and 100-115.
+# 3. An interior agent SIGKILLed: node 5 (started by node 0), above nodes 24-27 and 100-115.
 reset
 start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
 wait_all_up
@@ -92,7 +112,7 @@ expect_no_grep "$T/err" "went with it: .*\(node (28|112)\)"
 expect_nothing_left "the interior agent's SIGKILL"
 echo "interior agent killed: mlrun exited $RC ${took} ms after, nothing left"
 
-# 3. Ctrl-C on the head reaches every worker on every level.
+# 4. Ctrl-C on the head reaches every worker on every level.
 reset
 start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
 wait_all_up
@@ -105,7 +125,7 @@ expect_grep "$T/err" "job aborted: interrupted: SIGINT on the head"
 expect_nothing_left "SIGINT"
 echo "SIGINT: $nodes workers signalled, exit 130, nothing left"
 
-# 4. The head SIGKILLed: each agent reads its stdin's end, its parent's, and stops its workers.
+# 5. The head SIGKILLed: each agent reads its stdin's end, its parent's, and stops its workers.
 reset
 start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
 wait_all_up
