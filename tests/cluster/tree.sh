@@ -6,13 +6,16 @@
 #   leaf_fails       a worker on a third-level leaf (host24) exits 7: mlrun exits 7 naming it
 #   interior_killed  host1's agent (node 0, above host5-8 and host21-24) SIGKILLed: the job ends
 #                    non-zero, the reason names node 0, host1 and every agent below it
+#   interior_stopped host1's agent SIGSTOPped: the server names it after heartbeat_timeout, the
+#                    job ends, the workers below it are stopped; nothing left once its lifeline
+#                    has SIGKILLed it
 #   sigint           Ctrl-C on the head: every worker on every level is signalled, exit 130
 #   head_killed      the head SIGKILLed: nothing of the job left on any host within 15 s
 #   child_unreachable  host24's sshd stopped: the head reaches its own children, host5 cannot
 #                    reach host24 and aborts the job naming it; nothing is left running
 # After each: nothing of the job is left on any host.
 set -euo pipefail
-CASE=${1:?usage: tree.sh ddp|leaf_fails|interior_killed|sigint|head_killed|child_unreachable}
+CASE=${1:?usage: tree.sh ddp|leaf_fails|interior_killed|interior_stopped|sigint|head_killed|child_unreachable}
 HERE="$(cd "$(dirname "$0")" && pwd)"
 "$HERE/cluster.sh" can-run || exit 77
 "$HERE/cluster.sh" up 24 >/dev/null
@@ -79,6 +82,34 @@ wait'
       expect_grep "$T/err" "went with it: .*host$((n + 1)) \(node $n\)"
     done
     echo "mlrun exited $RC ${took} ms after the SIGKILL: $(grep -m1 "job aborted" "$T/err")"
+    ;;
+  interior_stopped)
+    # A hung interior agent (SIGSTOP: its connections stay open, its children's SSH channels
+    # too): its heartbeats stop and the server aborts the job naming it; every other node,
+    # those below it included, hears the abort directly and stops its workers. Its parent
+    # (the head) closes its channel after the grace period and 10 s, and its lifeline then
+    # SIGKILLs it after as long again; its children have ended by then.
+    write_worker worker.sh '
+trap "echo TERM >\"$T/got.\$RANK\"; exit 0" TERM
+echo "$$ $PPID $(hostname)" >"$T/up.$RANK"
+"$T/sleep" 1000 &
+wait'
+    start_mlrun "${TREE[@]}" --grace_period=2 \
+      --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=3 "$T/worker.sh"
+    wait_workers
+    check_agent_of 0 host1
+    start=$(now_ms)
+    kill -STOP "$AGENT"
+    wait_mlrun 90
+    took=$(($(now_ms) - start))
+    expect_rc_nonzero
+    expect_grep "$T/err" 'job aborted: node 0 \(host1\) lost: no heartbeat for [0-9.]+ s \(heartbeat_timeout 3\.0 s\)'
+    # Every worker below host1 (host5-8, host21-24) stopped while host1 was still stopped.
+    for r in 4 5 6 7 20 21 22 23; do
+      [ -s "$T/got.$r" ] || fail "rank $r (below the stopped agent) was not stopped by a signal"
+    done
+    assert_no_job_left 40
+    echo "mlrun exited $RC ${took} ms after the SIGSTOP, nothing left $(($(now_ms) - start)) ms after"
     ;;
   sigint)
     write_worker worker.sh '
