@@ -343,8 +343,8 @@ FlagTable mlrun_flags(Options& o, Errors& e) {
            one_of(o.launcher, {"auto", "local", "ssh", "slurm", "sim"}, e)},
           {{"--tree_width"},
            "N",
-           "past N hosts over SSH, start agents as a tree N wide: the head on N hosts, each of "
-           "their agents on the next N (default 32)",
+           "past N hosts over SSH (or simulated, --launcher sim), start agents as a tree N "
+           "wide: the head on N hosts, each of their agents on the next N (default 32)",
            int_in_range(o.tree_width, 2, kMaxNodes, e)},
           {{"--store"},
            "mlrun|torch",

@@ -90,8 +90,9 @@ struct Options {
   /// "JOB.STEP" in the per-node mode (this mlrun is one task of `srun -N K mlrun ...`;
   /// choose_launcher): a node that fails before it joins ends that step (end_step_early).
   std::string slurm_step;
-  /// --tree_width: past this many hosts with agents over SSH, the head starts agents on this many
-  /// and each agent starts the next level (docs/multinode.md "The launch tree").
+  /// --tree_width: past this many hosts with agents over SSH (or simulated ones), the head starts
+  /// agents on this many and each agent starts the next level (docs/multinode.md "The launch
+  /// tree").
   int tree_width = kDefaultTreeWidth;
   std::string backend = "auto";
   /// Who serves PyTorch's TCPStore: "mlrun" (the rendezvous server, docs/torch-store.md) or
