@@ -36,7 +36,12 @@ expect_nothing_left() {
   wait_until 30 nothing_left ||
     fail "left after $1: $(ps -o pid=,args= -p "$(job_pids | head -5 | paste -sd, -)")"
 }
-reset() { rm -f "$T"/up.* "$T"/got.* "$T/fail"; }
+# start_job FAIL_RANK: a fresh run of worker.sh, every worker up.
+start_job() {
+  rm -f "$T"/up.* "$T"/got.* "$T/fail"
+  start_mlrun "${TREE[@]}" -x "FAIL_RANK=$1" "$T/worker.sh"
+  wait_all_up
+}
 # The agent of node N: the `mlrun agent` process whose node name is N's.
 agent_of() {
   local p
@@ -76,8 +81,7 @@ expect_nothing_left "the job's end"
 echo "output: $((nodes * 110)) lines through 4 levels, every one whole"
 
 # 2. Every worker on its own node; a worker on the deepest level fails.
-start_mlrun "${TREE[@]}" -x "FAIL_RANK=$deepest" "$T/worker.sh"
-wait_all_up
+start_job "$deepest"
 for ((r = 0; r < nodes; r++)); do
   [ "$(cat "$T/up.$r")" = "$MARKER-n$r $r" ] || fail "rank $r ran as '$(cat "$T/up.$r")'"
 done
@@ -92,9 +96,7 @@ expect_nothing_left "the failure"
 echo "leaf failure: $nodes nodes in 4 levels stopped, exit 3, nothing left"
 
 # 3. An interior agent SIGKILLed: node 5 (started by node 0), above nodes 24-27 and 100-115.
-reset
-start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
-wait_all_up
+start_job -1
 agent=$(agent_of 5)
 [ -n "$agent" ] || fail "no agent of node 5"
 start=$(now_ms)
@@ -113,9 +115,7 @@ expect_nothing_left "the interior agent's SIGKILL"
 echo "interior agent killed: mlrun exited $RC ${took} ms after, nothing left"
 
 # 4. Ctrl-C on the head reaches every worker on every level.
-reset
-start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
-wait_all_up
+start_job -1
 kill -INT "$MLRUN_PID"
 wait_mlrun 120
 expect_rc 130
@@ -126,9 +126,7 @@ expect_nothing_left "SIGINT"
 echo "SIGINT: $nodes workers signalled, exit 130, nothing left"
 
 # 5. The head SIGKILLed: each agent reads its stdin's end, its parent's, and stops its workers.
-reset
-start_mlrun "${TREE[@]}" -x "FAIL_RANK=-1" "$T/worker.sh"
-wait_all_up
+start_job -1
 kill -KILL "$MLRUN_PID"
 wait_mlrun 30
 expect_nothing_left "the head's SIGKILL"

@@ -35,6 +35,28 @@ wait_workers() {
     fail "the workers' children did not all start"
 }
 
+# signal_node0_agent SIG [MLRUN OPTIONS]: runs the job (each worker records a SIGTERM in
+# $T/got.RANK), waits for every worker, sends SIG to node 0's agent (on host1, above host5-8 and,
+# below host5, host21-24) and waits for mlrun's non-zero end; took: ms from the signal to it.
+signal_node0_agent() {
+  local sig=$1
+  shift
+  write_worker worker.sh '
+trap "echo TERM >\"$T/got.\$RANK\"; exit 0" TERM
+echo "$$ $PPID $(hostname)" >"$T/up.$RANK"
+"$T/sleep" 1000 &
+wait'
+  start_mlrun "${TREE[@]}" "$@" "$T/worker.sh"
+  wait_workers
+  # Rank 0 is node 0's only worker, on host1: its parent is node 0's agent.
+  check_agent_of 0 host1
+  start=$(now_ms)
+  kill "-$sig" "$AGENT"
+  wait_mlrun 90
+  took=$(($(now_ms) - start))
+  expect_rc_nonzero
+}
+
 case "$CASE" in
   ddp)
     need_torch
@@ -63,19 +85,7 @@ wait'
     expect_grep "$T/err" 'last words of rank 23 on host24'
     ;;
   interior_killed)
-    write_worker worker.sh '
-echo "$$ $PPID $(hostname)" >"$T/up.$RANK"
-"$T/sleep" 1000 &
-wait'
-    start_mlrun "${TREE[@]}" "$T/worker.sh"
-    wait_workers
-    # Rank 0 is node 0's only worker, on host1: its parent is node 0's agent.
-    check_agent_of 0 host1
-    start=$(now_ms)
-    kill -KILL "$AGENT"
-    wait_mlrun 90
-    took=$(($(now_ms) - start))
-    expect_rc_nonzero
+    signal_node0_agent KILL
     expect_grep "$T/err" 'job aborted: node 0 \(host1\) lost: its agent was killed by SIGKILL'
     # Every agent below host1: host5-8 (nodes 4-7) and host21-24 (nodes 20-23), below host5.
     for n in 4 5 6 7 20 21 22 23; do
@@ -89,20 +99,7 @@ wait'
     # those below it included, hears the abort directly and stops its workers. Its parent
     # (the head) closes its channel after the grace period and 10 s, and its lifeline then
     # SIGKILLs it after as long again; its children have ended by then.
-    write_worker worker.sh '
-trap "echo TERM >\"$T/got.\$RANK\"; exit 0" TERM
-echo "$$ $PPID $(hostname)" >"$T/up.$RANK"
-"$T/sleep" 1000 &
-wait'
-    start_mlrun "${TREE[@]}" --grace_period=2 \
-      --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=3 "$T/worker.sh"
-    wait_workers
-    check_agent_of 0 host1
-    start=$(now_ms)
-    kill -STOP "$AGENT"
-    wait_mlrun 90
-    took=$(($(now_ms) - start))
-    expect_rc_nonzero
+    signal_node0_agent STOP --grace_period=2 --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=3
     expect_grep "$T/err" 'job aborted: node 0 \(host1\) lost: no heartbeat for [0-9.]+ s \(heartbeat_timeout 3\.0 s\)'
     # Every worker below host1 (host5-8, host21-24) stopped while host1 was still stopped.
     for r in 4 5 6 7 20 21 22 23; do
