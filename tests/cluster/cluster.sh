@@ -21,6 +21,12 @@
 # namespace mlrt-hI with eth0 = 10.77.0.(10+I), hostname hostI. No default route in the hosts and
 # no forwarding: traffic stays between the root namespace and the hosts.
 #
+# MLRUN_CLUSTER_INSTANCE=2 makes a second cluster beside the first: namespaces mlrt2-hI, bridge
+# mlrt2-br0 = 10.79.0.1/24, state in /tmp/mlrun-cluster-2 (10.78.0 is the Slurm cluster's,
+# tests/slurm/slurm_cluster.sh). Two groups of tests then run at once, one on each
+# (tests/cluster/CMakeLists.txt). `env` says which: tests use MLRUN_CLUSTER_SUBNET and
+# MLRUN_CLUSTER_PREFIX, never the addresses above.
+#
 # Names: no /etc/hosts edits. $STATE/home/.ssh/config maps hostI to its address with Host/HostName,
 # for programs that honour $HOME (mlrun's libssh wrapper). OpenSSH's ssh ignores $HOME (it reads
 # the passwd entry), so OpenSSH users pass -F "$MLRUN_CLUSTER_SSH_CONFIG" (absolute key paths).
@@ -28,10 +34,13 @@
 # Exit codes: 0 ok, 1 failure, 2 usage, 77 cannot run here (not root, no ip netns, no sshd).
 set -euo pipefail
 
-PREFIX=mlrt
+INSTANCE=${MLRUN_CLUSTER_INSTANCE:-1}
+case $INSTANCE in
+  1) PREFIX=mlrt SUBNET=10.77.0 STATE=${MLRUN_CLUSTER_DIR:-/tmp/mlrun-cluster} ;;
+  2) PREFIX=mlrt2 SUBNET=10.79.0 STATE=${MLRUN_CLUSTER_DIR:-/tmp/mlrun-cluster-2} ;;
+  *) echo "cluster.sh: MLRUN_CLUSTER_INSTANCE is 1 or 2, not '$INSTANCE'" >&2; exit 2 ;;
+esac
 BRIDGE=${PREFIX}-br0
-SUBNET=10.77.0
-STATE=${MLRUN_CLUSTER_DIR:-/tmp/mlrun-cluster}
 MAX_HOSTS=64
 # MLRUN_SSHD: another sshd (bench/ssh_floor_device.sh runs a carried one on a machine without
 # openssh-server).
@@ -187,6 +196,7 @@ cmd_up() {
   check_can_run
   take_lock
   if [ "$(host_count)" = "$n" ] && all_up quiet; then
+    write_env  # (a cluster made by an older cluster.sh lacks some of its lines)
     echo "cluster: $n hosts already up (state in $STATE)"
     return 0
   fi
@@ -221,8 +231,11 @@ cmd_up() {
 
 write_env() {
   cat >"$STATE/env" <<EOF
+export MLRUN_CLUSTER_INSTANCE=$INSTANCE
 export MLRUN_CLUSTER_DIR='$STATE'
 export MLRUN_CLUSTER_HOSTS=$(host_count)
+export MLRUN_CLUSTER_SUBNET=$SUBNET
+export MLRUN_CLUSTER_PREFIX=$PREFIX
 export MLRUN_CLUSTER_HOME='$STATE/home'
 export MLRUN_CLUSTER_SSH_CONFIG='$STATE/ssh_config'
 export HOME='$STATE/home'

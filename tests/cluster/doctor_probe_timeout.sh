@@ -22,7 +22,7 @@ block_head_port 2 $TABLE "$PORT" drop
 # Probes of mlrun doctor still running on host2 (in its namespace), one "pid args" line each.
 probes_on_host2() {
   local pid
-  for pid in $(ip netns pids mlrt-h2 2>/dev/null); do
+  for pid in $(ip netns pids "$MLRUN_CLUSTER_PREFIX-h2" 2>/dev/null); do
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- ' doctor --json' &&
       echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline")"
   done
@@ -49,14 +49,14 @@ echo "$text"
 # The bound (5 s) plus this host's own probe (mpirun --version) and SSH, on a loaded machine.
 [ $elapsed -lt 20000 ] || fail "doctor took $elapsed ms with --probe-timeout 5"
 [ $elapsed -ge 4500 ] || fail "doctor took $elapsed ms: host2's probe cannot have answered"
-expect_in "$text" "host host2 (over SSH; this host is 10.77.0.1 to it)
+expect_in "$text" "host host2 (over SSH; this host is $NET.1 to it)
   SSH         ok
   Probe       no report within 5 s (--probe-timeout;"
 expect_in "$text" "1 problem:
   host2: no report within 5 s"
 host1=$(sed -n '/^host host1 /,/^host host2 /p' <<<"$text")
-for needle in "  Rendezvous  reaches 10.77.0.1:$PORT" "  GPUs        0 NVIDIA GPUs" \
-  "10.77.0.11/24" "  Backend     gloo: " "GLOO_SOCKET_IFNAME=eth0"; do
+for needle in "  Rendezvous  reaches $NET.1:$PORT" "  GPUs        0 NVIDIA GPUs" \
+  "$NET.11/24" "  Backend     gloo: " "GLOO_SOCKET_IFNAME=eth0"; do
   expect_in "$host1" "$needle" "host1's section"
 done
 expect_in "$text" "each probed there within 5 s"

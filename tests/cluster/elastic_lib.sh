@@ -4,7 +4,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/multinode_lib.sh"
 
 PORT=$(random_port)
 JOB="mlrt-el-$RANDOM$RANDOM"
-ENDPOINT="10.77.0.11:$PORT"
+ENDPOINT="$NET.11:$PORT"
 # Short windows so that the tests take seconds: last call 2 s, heartbeats every 0.5 s, a node
 # silent for 4 s is lost.
 CONF=${CONF:-last_call_timeout=2,heartbeat_interval=0.5,heartbeat_timeout=4,join_timeout=60}

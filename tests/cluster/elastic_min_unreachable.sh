@@ -11,12 +11,12 @@ CONF=last_call_timeout=1,heartbeat_interval=0.5,heartbeat_timeout=4,join_timeout
 start_node 1 2:3 --nproc_per_node=1 "$T/w.sh"
 wait_node 1 30
 [ "$RC" -ne 0 ] || fail "a job of one node with --nnodes=2:3 succeeded"
-expect_grep "$T/node1.out" '1 joined, at least 2 needed \(at most 3\); joined: "host1#[0-9a-f]+" from 10\.77\.0\.11:[0-9]+; waited for: 1 more node'
+expect_grep "$T/node1.out" '1 joined, at least 2 needed \(at most 3\); joined: "host1#[0-9a-f]+" from '"$NET_RE"'\.11:[0-9]+; waited for: 1 more node'
 # The abort it publishes names its host: the rendezvous never gave it a rank.
-expect_grep "$T/node1.out" 'job aborted by 10\.77\.0\.11:[0-9]+: "host1 \(no rank yet\): rendezvous join'
+expect_grep "$T/node1.out" 'job aborted by '"$NET_RE"'\.11:[0-9]+: "host1 \(no rank yet\): rendezvous join'
 echo "ok: the lone node's error names who joined and how many were missing"
 
-PORT=$((PORT + 1)); ENDPOINT="10.77.0.11:$PORT"
+PORT=$((PORT + 1)); ENDPOINT="$NET.11:$PORT"
 CONF=last_call_timeout=1,heartbeat_interval=0.5,heartbeat_timeout=4,join_timeout=60
 start_node 1 2:3 --nproc_per_node=1 "$T/w.sh"
 start_node 2 2:3 --nproc_per_node=1 "$T/w.sh"

@@ -38,7 +38,7 @@ assert_no_job_left 15
 echo "ok: host3 left on SIGTERM (exit 143); host1 and host2 went on at 2 nodes and finished ${took} ms later"
 
 # (2) Below MIN: 2 nodes of --nnodes=2:3, one leaves.
-PORT=$((PORT + 1)); ENDPOINT="10.77.0.11:$PORT"; JOB="$JOB-b"
+PORT=$((PORT + 1)); ENDPOINT="$NET.11:$PORT"; JOB="$JOB-b"
 rm -f "$T/seen" "$T"/node.host*
 export GOAL=2
 CONF=last_call_timeout=1,heartbeat_interval=0.5,heartbeat_timeout=4,join_timeout=60

@@ -4,7 +4,7 @@ source "$(dirname "$0")/lib.sh"
 for ((i = 1; i <= MLRUN_CLUSTER_HOSTS; i++)); do
   got=$("${SSH[@]}" "host$i" 'echo "$(hostname) $(ip -4 -o addr show eth0 | awk "{print \$4}")"' \
     </dev/null)
-  [ "$got" = "host$i 10.77.0.$((10 + i))/24" ] || fail "host$i answered '$got'"
+  [ "$got" = "host$i $NET.$((10 + i))/24" ] || fail "host$i answered '$got'"
 done
 # The head (root namespace) keeps its own name.
 [ "$(hostname)" != host1 ] || fail "the root namespace's hostname changed"

@@ -8,6 +8,10 @@ if ! "$CLUSTER" status >/dev/null 2>&1; then
   "$CLUSTER" up 3 >/dev/null
 fi
 eval "$("$CLUSTER" env)"
+# The cluster's network (cluster.sh: 10.77.0 for instance 1, 10.79.0 for instance 2): host I is
+# $NET.(10 + I), the head (the root namespace) $NET.1.
+NET=$MLRUN_CLUSTER_SUBNET
+NET_RE=${NET//./\\.}  # the same, as an extended regular expression
 unset SSH_AUTH_SOCK  # a developer's agent must not decide what the tests see
 PROBE=${MLRUN_SSH_PROBE:-}
 SSH=(ssh -F "$MLRUN_CLUSTER_SSH_CONFIG")
@@ -39,7 +43,7 @@ need_probe() {
   [ -n "$PROBE" ] && [ -x "$PROBE" ] || fail "MLRUN_SSH_PROBE must name the built ssh_probe"
 }
 
-# block_head_port I TABLE PORT VERDICT: host I's TCP connections to the head's PORT (10.77.0.1)
+# block_head_port I TABLE PORT VERDICT: host I's TCP connections to the head's PORT ($NET.1)
 # get VERDICT ("drop", "reject with tcp reset"), by a rule in an nft table of the caller's own in
 # host I's namespace; `"$CLUSTER" exec I nft delete table inet TABLE` undoes it. (cluster.sh's
 # block-port matches inbound traffic to a port on the host, not the host's egress to the head.)
@@ -47,5 +51,5 @@ block_head_port() {
   "$CLUSTER" exec "$1" nft delete table inet "$2" 2>/dev/null || true
   "$CLUSTER" exec "$1" nft add table inet "$2"
   "$CLUSTER" exec "$1" nft "add chain inet $2 out { type filter hook output priority 0; policy accept; }"
-  "$CLUSTER" exec "$1" nft add rule inet "$2" out ip daddr 10.77.0.1 tcp dport "$3" "$4"
+  "$CLUSTER" exec "$1" nft add rule inet "$2" out ip daddr "$NET.1" tcp dport "$3" "$4"
 }

@@ -6,7 +6,7 @@
 # choice.
 source "$(dirname "$0")/multinode_lib.sh"
 
-ns=mlrt-h1  # host1 (tests/cluster/cluster.sh: namespace mlrt-hI)
+ns=$MLRUN_CLUSTER_PREFIX-h1  # host1 (tests/cluster/cluster.sh: namespace PREFIX-hI)
 undo() {
   for dev in docker0 veth9 eth1; do ip netns exec "$ns" ip link del "$dev" 2>/dev/null || true; done
 }
@@ -30,7 +30,7 @@ echo "$(hostname) gloo=$GLOO_SOCKET_IFNAME nccl=$NCCL_SOCKET_IFNAME ompi=$OMPI_M
 (cd "$T" && NCCL_SOCKET_IFNAME=user0 "$MLRUN" -H host1:1,host2:1 -x NCCL_SOCKET_IFNAME \
   "$T/worker.sh") >"$T/out" 2>"$T/err" || fail "exit $? for the job"
 for r in 0 1; do
-  want="host$((r + 1)) gloo=eth0 nccl=user0 ompi=10.77.0.0/24/10.77.0.0/24 ib=1 backend=gloo"
+  want="host$((r + 1)) gloo=eth0 nccl=user0 ompi=$NET.0/24/$NET.0/24 ib=1 backend=gloo"
   [ "$(cat "$T/vars.$r")" = "$want" ] || fail "rank $r: $(cat "$T/vars.$r"), want $want"
 done
 echo "ok: eth0 (the master's subnet) on both hosts; docker0, veth9 and eth1 left alone; the user's NCCL_SOCKET_IFNAME kept"

@@ -15,7 +15,7 @@ while :; do "$T/sleep" 1 & wait $!; done'
 
 port=$(random_port)
 for i in 1 2; do
-  start_mlrun_on "$i" --nnodes=2 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
+  start_mlrun_on "$i" --nnodes=2 --node_rank=$((i - 1)) --master_addr=$NET.11 \
     --master_port="$port" --nproc_per_node=1 --grace_period=20 "$T/worker.sh"
 done
 wait_until 120 files_at_least "$T/up.*" 2 || fail "the 2 workers did not start"

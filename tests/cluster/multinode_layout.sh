@@ -44,7 +44,7 @@ EOF
     ;;
   plain)
     # One host per line, one slot each; addresses and names mixed.
-    printf 'host3\n10.77.0.11\nhost2\n' >"$hf"
+    printf 'host3\n%s\nhost2\n' "$NET.11" >"$hf"
     launch --hostfile "$hf"
     check_layout host3:1 host1:1 host2:1
     ;;
@@ -59,7 +59,7 @@ EOF
     ;;
   user_at)
     # user@host in every form: plain, MPICH's :N, an address, username= as a key.
-    printf 'root@host1:2\nroot@10.77.0.12 slots=1\nhost3 username=root slots=2\n' >"$hf"
+    printf 'root@host1:2\nroot@%s slots=1\nhost3 username=root slots=2\n' "$NET.12" >"$hf"
     launch --hostfile "$hf"
     check_layout host1:2 host2:1 host3:2
     ;;
@@ -68,7 +68,7 @@ EOF
     launch -H host1:2,host2:2,host3:1
     check_layout host1:2 host2:2 host3:1
     rm -f "$T"/rank.*
-    launch --hosts root@10.77.0.13:1,host1:1
+    launch --hosts root@$NET.13:1,host1:1
     check_layout host3:1 host1:1
     ;;
   np)

@@ -105,7 +105,7 @@ check_agent_of() {
 host_of_pid() {
   local ns
   ns=$(ip netns identify "$1" 2>/dev/null || true)
-  case "$ns" in mlrt-h*) echo "host${ns#mlrt-h}" ;; "") echo head ;; *) echo "$ns" ;; esac
+  case "$ns" in "$MLRUN_CLUSTER_PREFIX"-h*) echo "host${ns#"$MLRUN_CLUSTER_PREFIX"-h}" ;; "") echo head ;; *) echo "$ns" ;; esac
 }
 
 # job_pids_on I: the job's processes that live in host I's network namespace (`ip netns pids`),
@@ -113,7 +113,7 @@ host_of_pid() {
 job_pids_on() {
   local mine p
   mine=$(job_pids)
-  for p in $(ip netns pids "mlrt-h$1" 2>/dev/null || true); do
+  for p in $(ip netns pids "$MLRUN_CLUSTER_PREFIX-h$1" 2>/dev/null || true); do
     if grep -qx -- "$p" <<<"$mine"; then echo "$p"; fi
   done
   true

@@ -17,9 +17,9 @@ wait_mlrun 60
 took=$(($(now_ms) - start))
 expect_rc_nonzero
 # Two bounds of about 25 s race here: the head's SSH keepalive (node 2 (host3) lost) and the
-# rendezvous server's own keepalive on host3's connection (member 2 ... (10.77.0.13:PORT) lost).
+# rendezvous server's own keepalive on host3's connection (member 2 ... (NET.13:PORT) lost).
 # Which fires first depends on which connection carried the last packet; either names the node.
-expect_grep "$T/err" 'node 2 \(host3\) lost|member 2 of join group .*\(10\.77\.0\.13:[0-9]+\) lost'
+expect_grep "$T/err" 'node 2 \(host3\) lost|member 2 of join group .*\('"$NET_RE"'\.13:[0-9]+\) lost'
 # The head and the two other nodes are done; host3's own agent stops on its own.
 [ -z "$(job_pids_on 1)$(job_pids_on 2)" ] || fail "host1 or host2 still runs processes of the job"
 wait_until 70 eval '[ -z "$(job_pids_on 3)" ]' ||

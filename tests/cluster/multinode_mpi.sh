@@ -7,7 +7,7 @@ command -v mpirun >/dev/null || { echo "SKIP: no mpirun (Debian: openmpi-bin)"; 
 [ -x "${MLRUN_MPI_ALLREDUCE:-}" ] || { echo "SKIP: mpi_allreduce was not built"; exit 77; }
 # Open MPI starts its daemons over OpenSSH, which takes the test cluster's config this way.
 export OMPI_MCA_plm_rsh_agent="ssh -F $MLRUN_CLUSTER_SSH_CONFIG"
-run_mlrun --backend mpi -H 10.77.0.11:2,10.77.0.12:2 "$MLRUN_MPI_ALLREDUCE" 4
+run_mlrun --backend mpi -H $NET.11:2,$NET.12:2 "$MLRUN_MPI_ALLREDUCE" 4
 [ "$RC" -eq 0 ] || fail "exit $RC"
 for r in 0 1 2 3; do
   grep -qx "\[$r\] rank $r/4 on host$((r / 2 + 1)): allreduce sum 6 == n(n-1)/2 ok" "$T/out" ||
@@ -24,7 +24,7 @@ if ! "$PYTHON" -c 'import torch, torch.distributed' 2>/dev/null; then
   exit 0
 fi
 cp "$(dirname "$0")/store_worker.py" "$T/store_worker.py"
-start_mlrun --backend mpi -H 10.77.0.11:1,10.77.0.12:1 --no_python "$PYTHON" "$T/store_worker.py" "$T"
+start_mlrun --backend mpi -H $NET.11:1,$NET.12:1 --no_python "$PYTHON" "$T/store_worker.py" "$T"
 wait_until 90 eval 'test -e "$T/master" || ! mlrun_running'
 test -e "$T/master" || fail "the ranks never met in the store: $(tail -n 5 "$T/err")"
 read -r addr port <"$T/master"

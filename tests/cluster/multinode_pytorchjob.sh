@@ -18,7 +18,7 @@ runpy.run_path(os.path.join("$T", "torch_ddp.py"), run_name="__main__")
 PY
 port=$(random_port)
 for i in 1 2 3; do
-  PET_NNODES=3 PET_NPROC_PER_NODE=2 PET_NODE_RANK=$((i - 1)) PET_MASTER_ADDR=10.77.0.11 \
+  PET_NNODES=3 PET_NPROC_PER_NODE=2 PET_NODE_RANK=$((i - 1)) PET_MASTER_ADDR=$NET.11 \
     PET_MASTER_PORT="$port" start_mlrun_on "$i" "$T/train.py"
 done
 wait_nodes "PET_* launch" 1 2 3

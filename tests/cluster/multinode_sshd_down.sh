@@ -13,7 +13,7 @@ for form in hosts hostfile; do
   if [ $form = hosts ]; then
     run_mlrun -H host1:2,host2:2,host3:2 "$T/w.sh"
   else
-    printf '10.77.0.11 slots=2\n10.77.0.12 slots=2\n10.77.0.13 slots=2\n' >"$T/hostfile"
+    printf '%s slots=2\n' "$NET.11" "$NET.12" "$NET.13" >"$T/hostfile"
     run_mlrun --hostfile "$T/hostfile" "$T/w.sh"
   fi
   expect_rc_nonzero
@@ -22,8 +22,8 @@ for form in hosts hostfile; do
     expect_grep "$T/err" 'host2'
     expect_no_grep "$T/err" 'host[13]'
   else
-    expect_grep "$T/err" '10\.77\.0\.12'
-    expect_no_grep "$T/err" '10\.77\.0\.1[13]'
+    expect_grep "$T/err" "$NET_RE\\.12"
+    expect_no_grep "$T/err" "$NET_RE\\.1[13]"
   fi
   [ "$(count_files "$T/started.*")" -eq 0 ] || fail "$form: workers started: $(ls "$T"/started.*)"
   [ -z "$(agent_pids)" ] || fail "$form: an agent is running: $(describe_pids $(agent_pids))"

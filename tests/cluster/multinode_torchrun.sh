@@ -10,7 +10,7 @@ write_worker layout.sh "$LAYOUT_LINE"
 # Static.
 port=$(random_port)
 for i in 1 2 3; do
-  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
+  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=$NET.11 \
     --master_port="$port" --nproc_per_node=2 "$T/layout.sh"
 done
 wait_nodes static 1 2 3
@@ -26,7 +26,7 @@ echo \"\$MASTER_ADDR\" >\"\$T/master.\$RANK\""
 port=$(random_port)
 job="mlrt-$RANDOM$RANDOM"
 for i in 1 2 3; do
-  start_mlrun_on "$i" --rdzv_backend=c10d --rdzv_endpoint="10.77.0.11:$port" --rdzv_id="$job" \
+  start_mlrun_on "$i" --rdzv_backend=c10d --rdzv_endpoint="$NET.11:$port" --rdzv_id="$job" \
     --nnodes=3 --nproc_per_node=2 "$T/layout.sh"
 done
 wait_nodes dynamic 1 2 3
@@ -44,7 +44,7 @@ hosts_seen=$(printf '%s\n' "${order[@]}" | sort | paste -sd' ')
 check_layout "${order[@]}"
 # With --store mlrun (the default) the store is the rendezvous server at the endpoint, on every
 # rank, whichever host is node 0 (as torchrun 2.x shares its c10d rendezvous store).
-want_master=10.77.0.11
+want_master=$NET.11
 masters=$(cat "$T"/master.* | sort -u | paste -sd' ')
 [ "$masters" = "$want_master" ] || fail "dynamic: MASTER_ADDR '$masters', want the endpoint's $want_master"
 assert_no_job_left 15

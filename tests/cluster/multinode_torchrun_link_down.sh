@@ -10,7 +10,7 @@ echo "$(hostname)" >"$T/up.$RANK"
 exec "$T/sleep" 1000'
 port=$(random_port)
 for i in 1 2 3; do
-  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
+  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=$NET.11 \
     --master_port="$port" --nproc_per_node=1 "$T/worker.sh"
 done
 wait_until 120 files_at_least "$T/up.*" 3 || fail "the 3 workers did not start"
@@ -23,7 +23,7 @@ for i in 1 2; do
   [ $rc -ne 0 ] || fail "the node on host$i exited 0"
 done
 took=$(($(now_ms) - start))
-grep -q 'member 2 of join group .* (10.77.0.13:[0-9]*) lost: no answer within 25 s' "$T/node1.out" ||
+grep -q "member 2 of join group .* ($NET.13:[0-9]*) lost: no answer within 25 s" "$T/node1.out" ||
   fail "node 0's output does not name the lost node"
 [ -z "$(job_pids_on 1)$(job_pids_on 2)" ] || fail "host1 or host2 still runs processes of the job"
 wait_until 70 eval '[ -z "$(job_pids_on 3)" ]' || fail "host3's node outlived the bound"

@@ -9,7 +9,7 @@ echo "$PPID" >"$T/node.$(hostname)"
 exec "$T/sleep" 1000'
 port=$(random_port)
 for i in 1 2 3; do
-  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=10.77.0.11 \
+  start_mlrun_on "$i" --nnodes=3 --node_rank=$((i - 1)) --master_addr=$NET.11 \
     --master_port="$port" --nproc_per_node=1 \
     --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=3 "$T/worker.sh"
 done

@@ -8,7 +8,7 @@ trap 'rm -rf "$home"' EXIT
 rm -f "$home/.ssh/id_ed25519" "$home/.ssh/id_ed25519.pub"
 ssh-keygen -q -t ed25519 -N '' -C stranger -f "$home/.ssh/id_ed25519"
 out=$(HOME=$home "$PROBE" connect host1 </dev/null) && fail "a stranger's key was accepted"
-expect_in "$out" "host1: permission denied for root@10.77.0.11"
+expect_in "$out" "host1: permission denied for root@$NET.11"
 expect_in "$out" "ssh-copy-id root@host1"
 
 # The cluster's own key, but under a passphrase (PEM format: OpenSSL would prompt on the tty).

@@ -61,6 +61,6 @@ wait $probe_pid && fail "a vanished host's command succeeded"
 out=$(cat "$marks/out")
 elapsed=$(($(now_ms) - start))
 "$CLUSTER" link-up 3
-expect_in "$out" "host3 status: exit=-1 error=connection to 10.77.0.13 lost"
+expect_in "$out" "host3 status: exit=-1 error=connection to $NET.13 lost"
 [ $elapsed -lt 15000 ] || fail "a vanished host was noticed after $elapsed ms"
 echo "ok: a vanished host is noticed in $elapsed ms"

@@ -9,6 +9,6 @@ out=$("$PROBE" --timeout 10000 connect host1 host2 host3) && fail "connected to 
 elapsed=$(($(now_ms) - start))
 expect_in "$out" "host1: ok"
 expect_in "$out" "host3: ok"
-expect_in "$out" "host2: cannot connect to 10.77.0.12: Connection refused"
+expect_in "$out" "host2: cannot connect to $NET.12: Connection refused"
 [ $elapsed -lt 3000 ] || fail "a refused connection took $elapsed ms to report"
 echo "ok: refused in $elapsed ms: $(grep host2 <<<"$out")"
