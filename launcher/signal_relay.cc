@@ -1,5 +1,6 @@
 #include "launcher/signal_relay.h"
 
+#include <condition_variable>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -15,6 +16,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kCountKey = "mlrun/signal/count";
+constexpr std::chrono::seconds kEndBound{1};
 
 std::string entry_key(std::int64_t n) {
   return fmt::format("mlrun/signal/{}", n);
@@ -32,6 +34,8 @@ void publish(rdzv::Client& c, const json& entry) {
 struct SignalWatcher::State {
   std::mutex mutex;
   bool stopped = false;
+  bool ended = false;  // The thread is past its last use of the connection and of on_signal.
+  std::condition_variable end;
   std::function<void(int)> on_signal;
   std::string origin;
   rdzv::Client* client = nullptr;  // The watcher's connection while it is open: stop() ends it.
@@ -92,6 +96,10 @@ SignalWatcher::SignalWatcher(const std::string& endpoint, const std::string& tok
     } catch (const std::exception&) {
       // An aborted job or a lost server (or stop()): the node ends for that reason anyway.
     }
+    std::lock_guard lock(state->mutex);
+    state->on_signal = nullptr;  // What it captured is the owner's.
+    state->ended = true;
+    state->end.notify_all();
   }).detach();
 }
 
@@ -105,6 +113,10 @@ void SignalWatcher::stop() {
 
 SignalWatcher::~SignalWatcher() {
   stop();
+  // The interrupted thread is done long before an agent's end (the join's last round trips
+  // come between), so this seldom waits; a thread still connecting is left after the bound.
+  std::unique_lock lock(state_->mutex);
+  state_->end.wait_for(lock, kEndBound, [this] { return state_->ended; });
 }
 
 }  // namespace mlrun
