@@ -249,6 +249,10 @@ struct RemoteAgents::State {
 
   void over() {
     lost->close();
+    wake();
+  }
+  // The relay looks at every agent's descriptors again (after over(), or an abandon()).
+  void wake() {
     char c = 0;
     if (wake_w >= 0) {
       [[maybe_unused]] ssize_t n = ::write(wake_w, &c, 1);
@@ -342,7 +346,7 @@ struct RemoteAgents::State {
       PollSet set = poll_set();
       int timeout = report_overdue();
       if (set.which.empty() && exited.empty()) return;
-      if (!exited.empty()) set.add(wake_r, 0, 3);
+      if (wake_r >= 0) set.add(wake_r, 0, 3);
       if (poll(set.fds.data(), set.fds.size(), timeout) < 0) continue;
       for (std::size_t k = 0; k < set.which.size(); ++k) {
         if (set.fds[k].revents == 0) continue;
@@ -531,10 +535,15 @@ void RemoteAgents::finish(std::chrono::milliseconds bound) {
   }
   for (auto& a : state_->agents) {
     pollfd p{a.command->done_fd(), POLLIN, 0};
-    if (p.fd >= 0 && poll(&p, 1, 0) == 0)
-      log::debug("{} {}: agent still running, closing its stdin", state_->transport, a.host);
-    a.command->stop();
+    if (p.fd >= 0 && poll(&p, 1, 0) == 0) {
+      log::debug("{} {}: agent still running, closing its stdin and leaving it to its lifeline",
+                 state_->transport, a.host);
+      a.command->abandon();
+    } else {
+      a.command->stop();
+    }
   }
+  state_->wake();
 }
 
 RemoteAgents::~RemoteAgents() {

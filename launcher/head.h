@@ -82,6 +82,11 @@ class AgentProcess {
   virtual RemoteExit wait() = 0;
   /// Ends the agent's stdin, its lifeline: it stops its workers and exits. Idempotent.
   virtual void stop() = 0;
+  /// For an agent that has not ended in the time it was given: stop(), and from then on its
+  /// output and its end are not watched (its descriptors read -1, wait() returns at once). Over
+  /// SSH stop() is that already (the channel's close); an agent on this machine is left to its
+  /// lifeline, as a remote one is (transport/local.cc).
+  virtual void abandon() { stop(); }
 };
 
 /// The agents on remote hosts: started over SSH in parallel, their output relayed to this

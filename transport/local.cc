@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 
@@ -43,16 +44,30 @@ class LocalAgent : public AgentProcess {
     for (int* fd : {&out_, &err_, &done_}) close_fd(*fd);
   }
 
-  int stdout_fd() const override { return out_; }
-  int stderr_fd() const override { return err_; }
-  int done_fd() const override { return done_; }
+  // -1 once abandoned: the relay (another thread) polls them no more, and they stay open until
+  // the destructor, so that no number it may still poll is reused meanwhile.
+  int stdout_fd() const override { return abandoned_ ? -1 : out_; }
+  int stderr_fd() const override { return abandoned_ ? -1 : err_; }
+  int done_fd() const override { return abandoned_ ? -1 : done_; }
   void stop() override { close_fd(stdin_w_); }
+  // The SSH channel's close, here: the agent reads its stdin's end, and an agent that hangs
+  // is its lifeline's to end (the grace period + 10 s later), as on a remote host; its parent
+  // does not wait for that a second time. It stays this process's child, a zombie from its end
+  // until this process (which is ending: RemoteAgents::finish) exits.
+  void abandon() override {
+    stop();
+    abandoned_ = true;
+  }
 
   RemoteExit wait() override {
     if (pid_ < 0) return result_;
     int status = 0;
     pid_t r;
-    while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
+    while ((r = ::waitpid(pid_, &status, abandoned_ ? WNOHANG : 0)) < 0 && errno == EINTR) {
+    }
+    if (r == 0) {
+      result_.error = "left to its lifeline, still running after its stdin closed";
+      return result_;
     }
     pid_ = -1;
     if (r < 0) {
@@ -88,6 +103,7 @@ class LocalAgent : public AgentProcess {
 
   pid_t pid_ = -1;
   int out_ = -1, err_ = -1, done_ = -1, stdin_w_ = -1;
+  std::atomic<bool> abandoned_{false};
   RemoteExit result_;
 };
 

@@ -8,6 +8,7 @@
 #      below it (nodes 24-27 and, below them, 100-115: the first 16 by name, then "and 4 more")
 #   4. Ctrl-C on the head: every worker on every level is signalled, exit 130
 #   5. the head SIGKILLed: every agent sees its parent's end and stops its workers
+#   6. an interior agent SIGSTOPped (32 nodes): mlrun exits within the flat launch's bound
 # After each: nothing of the job is left (agents and lifelines carry the node names of this test
 # in MLRUN_NODE_NAME, workers the marker in their argv).
 # MLRUN_SIM_TREE_NODES sets the size (default 256).
@@ -51,6 +52,18 @@ agent_of() {
       return
     fi
   done
+}
+# signal_agent SIG N: a fresh job, every worker up; SIG to node N's agent, then the head's end.
+# start: when the signal went; took: the ms from then to the head's end.
+signal_agent() {
+  start_job -1
+  local agent
+  agent=$(agent_of "$2")
+  [ -n "$agent" ] || fail "no agent of node $2"
+  start=$(now_ms)
+  kill "-$1" "$agent"
+  wait_mlrun 120
+  took=$(($(now_ms) - start))
 }
 
 # The plan: who starts whom.
@@ -96,13 +109,7 @@ expect_nothing_left "the failure"
 echo "leaf failure: $nodes nodes in 4 levels stopped, exit 3, nothing left"
 
 # 3. An interior agent SIGKILLed: node 5 (started by node 0), above nodes 24-27 and 100-115.
-start_job -1
-agent=$(agent_of 5)
-[ -n "$agent" ] || fail "no agent of node 5"
-start=$(now_ms)
-kill -KILL "$agent"
-wait_mlrun 120
-took=$(($(now_ms) - start))
+signal_agent KILL 5
 expect_rc 1
 expect_grep "$T/err" "job aborted: node 5 \($MARKER-n5\) lost: its agent was killed by SIGKILL \(seen by $MARKER-n0, its parent\); the 20 agents below it in the launch tree went with it"
 # The first 16 by node, then the count of the rest.
@@ -133,4 +140,21 @@ expect_nothing_left "the head's SIGKILL"
 [ "$(count_files "$T/got.*")" -eq "$nodes" ] ||
   fail "$(count_files "$T/got.*") of $nodes workers were stopped with a signal"
 echo "head killed: every worker stopped, nothing left"
+
+# 6. An interior agent hangs (SIGSTOP), on a smaller tree: 32 nodes 4 wide, node 5 (level 2)
+# above nodes 24-27. The server names it after heartbeat_timeout and the job ends; its parent
+# and the head wait the grace period + 10 s for their agents, then close their stdins and stop
+# watching them, as an SSH channel's close does (AgentProcess::abandon): mlrun exits within
+# heartbeat_timeout + grace + 10 s (3 + 2 + 10 here), not after a second wait for the hung
+# agent's end (26.9 s before). Its parent's exit then orphans its process group, which the kernel
+# sends SIGHUP and SIGCONT (its lifeline would end it within another grace period + 10 s).
+nodes=32
+for ((i = 0; i < nodes; i++)); do echo "$MARKER-n$i slots=1"; done >"$T/hostfile"
+TREE+=(--grace_period=2 --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=3)
+signal_agent STOP 5
+expect_rc 1
+expect_grep "$T/err" "job aborted: node 5 \($MARKER-n5\) lost: no heartbeat"
+[ "$took" -lt 22000 ] || fail "mlrun exited ${took} ms after node 5 stopped (bound: 3 + 2 + 10 s)"
+expect_nothing_left "the interior agent's SIGSTOP"
+echo "interior agent stopped: mlrun exited $RC ${took} ms after, nothing left $(($(now_ms) - start)) ms after"
 echo PASS
