@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,7 @@
 #include "worker/cgroup.h"
 #include "worker/log.h"
 #include "worker/net.h"
+#include "worker/numa.h"
 #include "worker/signals.h"
 
 namespace mlrun {
@@ -138,8 +140,26 @@ std::vector<transport::AgentNode> agent_nodes_of(const LaunchPlan& plan) {
   return agent_nodes;
 }
 
-// The job on every node of --hostfile / -H or of the Slurm allocation, from here: the
-// rendezvous is served here, this host's workers (if it is listed, over SSH) run in this process,
+// The server's log for a simulation (its lines as the default has them): the nodes share this
+// machine's CPUs, where an agent that gets none for heartbeat_timeout is taken for a hung node,
+// so the first such loss says that too (docs/scale.md).
+std::function<void(std::string_view)> sim_server_log(const LaunchPlan& plan) {
+  std::size_t cpus = std::max<std::size_t>(1, current_cpu_affinity().size());
+  std::string note = fmt::format(
+      "mlrun: note: the {} simulated nodes{} share this machine's {} CPU{}: an agent that gets "
+      "none for heartbeat_timeout is taken for a hung node (`--rdzv_conf heartbeat_timeout=S` "
+      "gives more time)\n",
+      plan.hosts.nodes.size(),
+      plan.world_size > 0 ? fmt::format(" and their {} workers", plan.world_size) : "", cpus,
+      cpus == 1 ? "" : "s");
+  return [note, said = false](std::string_view line) mutable {
+    fmt::print(stderr, "mlrun rdzv: {}\n", line);
+    if (said || line.find("lost: no heartbeat") == std::string_view::npos) return;
+    said = true;
+    fmt::print(stderr, "{}", note);
+  };
+}
+
 // The rendezvous of a job started from here, on every address (or, for PyTorch's store, on the
 // one the nodes reach: advertised). Returns false, said, when it cannot be served.
 bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::string& advertised,
@@ -159,6 +179,7 @@ bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::
         if (auto line = progress->on_join(group, joined, size, ranks)) log::info("{}", *line);
       };
     }
+    if (o.launcher == "sim") so.log = sim_server_log(plan);
     server.emplace(rendezvous::Server::start(std::move(so)));
     return true;
   } catch (const std::exception& e) {

@@ -154,6 +154,9 @@ TREE+=(--grace_period=2 --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=3)
 signal_agent STOP 5
 expect_rc 1
 expect_grep "$T/err" "job aborted: node 5 \($MARKER-n5\) lost: no heartbeat"
+# The simulation says once that its nodes share this machine's CPUs (a starved agent looks hung).
+[ "$(grep -c "^mlrun: note: the 32 simulated nodes and their 32 workers share this machine's [0-9]* CPUs\?: .*heartbeat_timeout=S" "$T/err")" -eq 1 ] ||
+  fail "no note (or more than one) that the simulated nodes share this machine's CPUs"
 [ "$took" -lt 22000 ] || fail "mlrun exited ${took} ms after node 5 stopped (bound: 3 + 2 + 10 s)"
 expect_nothing_left "the interior agent's SIGSTOP"
 echo "interior agent stopped: mlrun exited $RC ${took} ms after, nothing left $(($(now_ms) - start)) ms after"
