@@ -140,10 +140,10 @@ std::vector<transport::AgentNode> agent_nodes_of(const LaunchPlan& plan) {
   return agent_nodes;
 }
 
-// The server's log for a simulation (its lines as the default has them): the nodes share this
-// machine's CPUs, where an agent that gets none for heartbeat_timeout is taken for a hung node,
-// so the first such loss says that too (docs/scale.md).
-std::function<void(std::string_view)> sim_server_log(const LaunchPlan& plan) {
+// For a simulation, on the job's abort: its nodes share this machine's CPUs, where an agent
+// that gets none for heartbeat_timeout is taken for a hung node, so such a loss says that too
+// (docs/scale.md).
+std::function<void(std::string_view)> sim_abort_note(const LaunchPlan& plan) {
   std::size_t cpus = std::max<std::size_t>(1, current_cpu_affinity().size());
   std::string note = fmt::format(
       "mlrun: note: the {} simulated nodes{} share this machine's {} CPU{}: an agent that gets "
@@ -152,11 +152,8 @@ std::function<void(std::string_view)> sim_server_log(const LaunchPlan& plan) {
       plan.hosts.nodes.size(),
       plan.world_size > 0 ? fmt::format(" and their {} workers", plan.world_size) : "", cpus,
       cpus == 1 ? "" : "s");
-  return [note, said = false](std::string_view line) mutable {
-    fmt::print(stderr, "mlrun rdzv: {}\n", line);
-    if (said || line.find("lost: no heartbeat") == std::string_view::npos) return;
-    said = true;
-    fmt::print(stderr, "{}", note);
+  return [note](std::string_view reason) {
+    if (reason.find("lost: no heartbeat") != std::string_view::npos) fmt::print(stderr, "{}", note);
   };
 }
 
@@ -179,7 +176,7 @@ bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::
         if (auto line = progress->on_join(group, joined, size, ranks)) log::info("{}", *line);
       };
     }
-    if (o.launcher == "sim") so.log = sim_server_log(plan);
+    if (o.launcher == "sim") so.on_abort = sim_abort_note(plan);
     server.emplace(rendezvous::Server::start(std::move(so)));
     return true;
   } catch (const std::exception& e) {
