@@ -40,24 +40,26 @@ expect_grep "$T/err.1" "^mlrun: error: rendezvous connect at 127\.0\.0\.1:$port:
 #    The holder binds a fresh port and says so before the node starts, or the test tries another:
 #    case 1's port may be in TIME_WAIT where its server closed first, and a bind without
 #    SO_REUSEADDR (the holder's) is refused that for a minute (seen once in a full run: the
-#    holder died, node 0 served, and the line below was never printed).
+#    holder died, node 0 served, and the line below was never printed). Its Python may take
+#    seconds to start under a loaded test run (5 s was too short at a load of 77, through a
+#    pyenv shim): the wait ends when it has bound or died, so its bound only caps a stuck start.
 holder=
 for _ in 1 2 3 4 5; do
   port=$(pick_port)
   rm -f "$T/bound"
-  python3 -c '
+  "$(command -v /usr/bin/python3 || command -v python3)" -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", int(sys.argv[1])))
 open(sys.argv[2], "w").close()
-time.sleep(30)' "$port" "$T/bound" 2>/dev/null &
+time.sleep(60)' "$port" "$T/bound" 2>"$T/holder.err" &
   holder=$!
-  wait_until 5 eval '[ -e "$T/bound" ] || ! kill -0 "$holder" 2>/dev/null' || true
+  wait_until 30 eval '[ -e "$T/bound" ] || ! kill -0 "$holder" 2>/dev/null' || true
   [ -e "$T/bound" ] && break
   kill "$holder" 2>/dev/null || true
   wait "$holder" 2>/dev/null || true
 done
-[ -e "$T/bound" ] || fail "no free port for the holder in 5 tries"
+[ -e "$T/bound" ] || fail "no free port for the holder in 5 tries: $(cat "$T/holder.err")"
 rc=0
 "$MLRUN" --nnodes=2 --rdzv_endpoint=127.0.0.1:$port --rdzv_conf join_timeout=7 \
   --no_python "$T/hold.sh" >"$T/out.e" 2>"$T/err.e" || rc=$?
