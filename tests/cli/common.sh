@@ -116,11 +116,16 @@ start_rdzv() {
   RDZV_PORT=$(sed 's/.*://' "$T/endpoint")
 }
 
+# PY3: Debian's python3 where there is one, for a test's helper processes (a port holder, a DNS
+# recorder). A shim before it on PATH (root's pyenv here) took 1-6.5 s to start under a loaded
+# -j3 run, past a helper's 5 s wait for its "ready" file.
+PY3=$(command -v /usr/bin/python3 || command -v python3 || echo python3)
+
 # wire_client: runs the Python on stdin with tests/rendezvous/wire.py importable and TOKEN,
 # PORT and PID (of the server) in its environment.
 wire_client() {
   TOKEN=${TOKEN:-} PORT=${RDZV_PORT:-${PORT:-}} PID=${RDZV_PID:-} PYTHONPATH="$SRC/tests/rendezvous" \
-    python3 - "$@"
+    "$PY3" - "$@"
 }
 
 # torch_store_setup: PY, Debian's python3 with torch 1.13, and ss, else SKIP (exit 77); the

@@ -126,7 +126,7 @@ expect_rc 2
 [ "$(count_files "$T/env.*")" -eq 0 ] || fail "a worker started despite the -x error"
 # A --master_port that another process holds (another job's store on this host): exit 1, the
 # port, the cause and what to do; no worker.
-python3 -c "
+"$PY3" -c "
 import socket, time
 s = socket.socket()
 s.bind(('127.0.0.1', 0))
@@ -135,7 +135,7 @@ print(s.getsockname()[1], flush=True)
 time.sleep(60)
 " >"$T/held" 2>/dev/null &
 holder=$!
-for _ in $(seq 50); do [ -s "$T/held" ] && break; sleep 0.1; done
+wait_until 30 test -s "$T/held" || fail "the port holder said no port: $(cat "$T/held")"
 held=$(cat "$T/held")
 run_mlrun --master_port "$held" "$T/dump.sh"
 kill "$holder" 2>/dev/null || true

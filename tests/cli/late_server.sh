@@ -40,14 +40,13 @@ expect_grep "$T/err.1" "^mlrun: error: rendezvous connect at 127\.0\.0\.1:$port:
 #    The holder binds a fresh port and says so before the node starts, or the test tries another:
 #    case 1's port may be in TIME_WAIT where its server closed first, and a bind without
 #    SO_REUSEADDR (the holder's) is refused that for a minute (seen once in a full run: the
-#    holder died, node 0 served, and the line below was never printed). Its Python may take
-#    seconds to start under a loaded test run (5 s was too short at a load of 77, through a
-#    pyenv shim): the wait ends when it has bound or died, so its bound only caps a stuck start.
+#    holder died, node 0 served, and the line below was never printed). The wait ends when it
+#    has bound or died, so its bound only caps a stuck start (5 s was too short at a load of 77).
 holder=
 for _ in 1 2 3 4 5; do
   port=$(pick_port)
   rm -f "$T/bound"
-  "$(command -v /usr/bin/python3 || command -v python3)" -c '
+  "$PY3" -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", int(sys.argv[1])))

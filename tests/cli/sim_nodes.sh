@@ -105,18 +105,18 @@ if unshare -mn true 2>/dev/null && command -v python3 >/dev/null; then
   RC=0
   # shellcheck disable=SC2016
   unshare -mn bash -c '
-    T=$1 MLRUN=$2 MARKER=$3
+    T=$1 MLRUN=$2 MARKER=$3 PY3=$4
     ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf &&
       mount --bind "$T/nsswitch.conf" /etc/nsswitch.conf || exit 9
     # A running nscd would answer instead of the recorder.
     if [ -d /run/nscd ]; then mount -t tmpfs none /run/nscd || exit 9; fi
-    python3 "$T/dns.py" "$T/queries" "$T/dns.up" & dns=$!
-    for ((k = 0; k < 50; k++)); do [ -e "$T/dns.up" ] && break; sleep 0.1; done
+    "$PY3" "$T/dns.py" "$T/queries" "$T/dns.up" & dns=$!
+    for ((k = 0; k < 300; k++)); do [ -e "$T/dns.up" ] && break; sleep 0.1; done
     getent hosts "$MARKER-probe" >/dev/null
     "$MLRUN" --launcher sim --hostfile "$T/hostfile3" /bin/true >"$T/out" 2>"$T/err"
     rc=$?
     kill $dns
-    exit $rc' _ "$T" "$MLRUN" "$MARKER" || RC=$?
+    exit $rc' _ "$T" "$MLRUN" "$MARKER" "$PY3" || RC=$?
   [ "$RC" -ne 9 ] || fail "could not set up the namespace's resolver (ip, mount)"
   expect_rc 0
   grep -q -- "$MARKER-probe" "$T/queries" ||
