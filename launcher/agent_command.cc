@@ -25,6 +25,7 @@
 #include "worker/hardware.h"
 #include "worker/log.h"
 #include "worker/net.h"
+#include "worker/output.h"
 #include "worker/signals.h"
 
 namespace mlrun {
@@ -192,6 +193,8 @@ int agent_command(const std::vector<std::string>&) {
   // silence (docs/multinode.md "How a launch starts").
   std::optional<std::string> given = slurm ? std::string(from_env) : read_job_line();
   if (!given) return 0;
+  // Its stdout and stderr are its parent's relay, not a person's terminal (worker/output.h).
+  if (!slurm) set_console_stall(kRelayStall);
   std::string line = std::move(*given);
   // The workers inherit this environment: the job's description is not theirs.
   unsetenv("MLRUN_AGENT_JOB");

@@ -103,7 +103,7 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
     console_write(STDERR_FILENO,
                   fmt::format("mlrun: {} lines of worker output were dropped: the terminal or pipe "
                               "took none for {} ms\n",
-                              dropped, kConsoleStall.count()));
+                              dropped, console_stall().count()));
   }
   // The loop's signal handlers are gone (Asio restores the default actions): a late SIGUSR1
   // must still not end this process while it waits for its agents.

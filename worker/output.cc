@@ -81,6 +81,7 @@ ConsoleState& console_state(int fd) {
   return fd >= 0 && fd < 3 ? states[fd] : other;
 }
 std::atomic<std::size_t> total_dropped{0};
+std::atomic<long> stall_ms{kConsoleStall.count()};
 
 // The next write of data: at most PIPE_BUF bytes, which a pipe takes whole and never
 // interleaves with another process's write, and up to the last whole line among them (a longer
@@ -94,7 +95,8 @@ std::size_t next_piece(std::string_view data) {
 bool console_write_locked(ConsoleState& st, int fd, std::string_view data) {
   using std::chrono::steady_clock;
   // Once stalled, a console gets no more waiting until it takes bytes again.
-  auto deadline = steady_clock::now() + (st.stalled ? std::chrono::milliseconds(0) : kConsoleStall);
+  auto deadline =
+      steady_clock::now() + (st.stalled ? std::chrono::milliseconds(0) : console_stall());
   while (!data.empty()) {
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now());
@@ -113,7 +115,7 @@ bool console_write_locked(ConsoleState& st, int fd, std::string_view data) {
       st.stalled = false;
       std::string note =
           fmt::format("mlrun: {} lines of output dropped here: nothing read them for {} ms\n",
-                      st.dropped_lines, kConsoleStall.count());
+                      st.dropped_lines, console_stall().count());
       st.dropped_lines = 0;
       if (!console_write_locked(st, fd, note)) return false;
     }
@@ -129,6 +131,14 @@ bool console_write_locked(ConsoleState& st, int fd, std::string_view data) {
 }
 
 }  // namespace
+
+void set_console_stall(std::chrono::milliseconds stall) {
+  stall_ms = stall.count();
+}
+
+std::chrono::milliseconds console_stall() {
+  return std::chrono::milliseconds(stall_ms.load());
+}
 
 bool console_write(int fd, std::string_view data) {
   ConsoleState& st = console_state(fd);

@@ -56,7 +56,19 @@ bool write_all(int fd, std::string_view data);
 /// takes bytes again: a reader that stopped reading never blocks signals or teardown.
 inline constexpr std::chrono::milliseconds kConsoleStall{1000};
 
-/// Writes data to a console fd (stdout, stderr) within kConsoleStall, dropping what does not fit;
+/// What an agent started by a head (over SSH, or simulated) waits instead: its stdout and stderr
+/// are its parent's relay, mlrun's own reader, which a parent busy with many agents or stopped
+/// for a moment leaves unread for more than a second, and its lines must not be lost for that.
+/// A parent that reads nothing for this long is stopped or hung (its heartbeats end the job);
+/// the agent's loop, which this wait holds, answers an abort at most this much later, once. An
+/// agent in a Slurm step keeps kConsoleStall: its output goes to srun, whose reader is the user's.
+inline constexpr std::chrono::milliseconds kRelayStall{10000};
+
+/// The stall console_write waits for in this process: kConsoleStall unless set.
+void set_console_stall(std::chrono::milliseconds stall);
+std::chrono::milliseconds console_stall();
+
+/// Writes data to a console fd (stdout, stderr) within console_stall(), dropping what does not fit;
 /// when the console takes bytes again, a note with the count of dropped lines comes first.
 /// Returns false once fd refuses (EPIPE, ...). Thread-safe: data reaches fd whole, never cut by
 /// another thread's call, and in writes of whole lines of at most PIPE_BUF bytes, which a pipe

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include <fmt/format.h>
@@ -154,6 +156,53 @@ TEST(StreamOutput, TwoThreadsOnOneConsoleNeverSplitALine) {
   }
   EXPECT_EQ(lines, 2u * 200 * 40);
   EXPECT_EQ(whole, lines) << "lines cut by the other thread's output";
+}
+
+// The stall console_write waits for is the process's: a person's terminal gets kConsoleStall,
+// an agent's parent relay kRelayStall (launcher/agent_command.cc). A reader that comes back
+// within it loses nothing; past it the lines are dropped, counted, and said when it reads again.
+TEST(ConsoleWrite, AReaderBackWithinTheStallLosesNothingAndPastItTheDropIsSaid) {
+  EXPECT_EQ(console_stall(), kConsoleStall);
+  std::string data;
+  for (int i = 0; i < 2000; ++i) data += fmt::format("line {} {}\n", i, std::string(100, 'y'));
+  ASSERT_GT(data.size(), 3u * 65536);  // More than a pipe holds.
+
+  set_console_stall(std::chrono::seconds(5));
+  int console[2];
+  ASSERT_EQ(pipe(console), 0);
+  std::string got;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // Past a person's second.
+    got = read_all(console[0]);
+  });
+  EXPECT_TRUE(console_write(console[1], data));
+  close(console[1]);
+  late.join();
+  close(console[0]);
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(console_dropped_lines(), 0u);
+
+  set_console_stall(std::chrono::milliseconds(200));
+  ASSERT_EQ(pipe(console), 0);
+  EXPECT_TRUE(console_write(console[1], data));  // Nobody reads: returns after the stall.
+  std::size_t dropped = console_dropped_lines();
+  EXPECT_GT(dropped, 0u);
+  got.clear();  // The reader is back: it empties the pipe, then the next line comes.
+  fcntl(console[0], F_SETFL, O_NONBLOCK);
+  char buffer[65536];
+  for (ssize_t n; (n = read(console[0], buffer, sizeof buffer)) > 0;) got.append(buffer, n);
+  fcntl(console[0], F_SETFL, 0);
+  EXPECT_TRUE(console_write(console[1], "after\n"));
+  close(console[1]);
+  got += read_all(console[0]);
+  close(console[0]);
+  set_console_stall(kConsoleStall);
+  std::string note = fmt::format(
+      "mlrun: {} lines of output dropped here: nothing read them for 200 ms\nafter\n", dropped);
+  ASSERT_GE(got.size(), note.size());
+  EXPECT_EQ(got.substr(got.size() - note.size()), note);
+  // Whole lines only: what the pipe took, then the note and the next line.
+  EXPECT_EQ(static_cast<std::size_t>(std::count(got.begin(), got.end(), '\n')), 2000 - dropped + 2);
 }
 
 }  // namespace

@@ -21,6 +21,17 @@ job_pids() {
 }
 nothing_left() { [ -z "$(job_pids)" ]; }
 
+# The agent of node N: the `mlrun agent` process whose node name is N's.
+agent_of() {
+  local p
+  for p in $(pgrep -f -- "$MLRUN agent"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "MLRUN_NODE_NAME=$MARKER-n$1"; then
+      echo "$p"
+      return
+    fi
+  done
+}
+
 # Each worker writes $T/up.RANK first thing; $nodes workers in all.
 all_up() { [ "$(count_files "$T/up.*")" -eq "$nodes" ]; }
 # Waits for every worker, or for the head's early end, which it then shows.

@@ -43,16 +43,6 @@ start_job() {
   start_mlrun "${TREE[@]}" -x "FAIL_RANK=$1" "$T/worker.sh"
   wait_all_up
 }
-# The agent of node N: the `mlrun agent` process whose node name is N's.
-agent_of() {
-  local p
-  for p in $(pgrep -f -- "$MLRUN agent"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "MLRUN_NODE_NAME=$MARKER-n$1"; then
-      echo "$p"
-      return
-    fi
-  done
-}
 # signal_agent SIG N: a fresh job, every worker up; SIG to node N's agent, then the head's end.
 # start: when the signal went; took: the ms from then to the head's end.
 signal_agent() {
