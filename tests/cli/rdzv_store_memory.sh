@@ -3,6 +3,10 @@
 # lists are charged (past the cap: refused) and answered "timeout" at the maximum hold whatever
 # timeout they ask for; 50,000 finished join groups do not grow the RSS.
 source "$(dirname "$0")/common.sh"
+# Under AddressSanitizer (tools/sanitize.sh sets ASAN_OPTIONS) freed memory waits in its
+# quarantine (256 MiB) and every allocation has redzones, so the RSS says nothing of the
+# server's accounting: the RSS bounds below are printed, not asserted; the rest is checked.
+export MLRUN_TEST_RSS_CHECKED=$([ -n "${ASAN_OPTIONS:-}" ] && echo 0 || echo 1)
 
 # The maximum hold (8 s) must outlast the sending of the 32 waits below (128 MB through Python):
 # on a loaded machine that took over 3 s, the first waits' hold ended before the last ones came,
@@ -13,6 +17,7 @@ import os, socket, struct, time
 import wire
 token, endpoint, pid = os.environ["TOKEN"], "127.0.0.1:" + os.environ["PORT"], os.environ["PID"]
 CAP_MIB = 64
+RSS = os.environ["MLRUN_TEST_RSS_CHECKED"] == "1"
 
 def hello():
     sock = wire.connect(endpoint, timeout=60)
@@ -67,7 +72,7 @@ print(f"32 waits of 4 MB: {len(held)} held then timed out, {len(refused)} refuse
       f"timeouts after {min(held):.1f}-{max(held):.1f} s; server RSS grew by {held_grown} MiB")
 assert len(held) + len(refused) == 32, f"other statuses: {statuses}"
 assert 4 <= len(held) <= 16, f"{len(held)} waits of 4 MB held under a 64 MiB cap"
-assert held_grown < 2 * CAP_MIB, f"RSS grew by {held_grown} MiB with waits held"
+assert not RSS or held_grown < 2 * CAP_MIB, f"RSS grew by {held_grown} MiB with waits held"
 assert "memory cap" in refused_text, refused_text
 assert "kDefaultMaxHold" in timeout_text, timeout_text
 assert 7.5 <= min(held) and max(held) < 30, f"held waits answered after {held}"
@@ -94,7 +99,7 @@ print(f"{stored} small keys stored in {time.monotonic() - start:.1f} s, then ref
 assert refusal is not None and refusal[0] == 9 and "memory cap" in refusal[1], refusal
 # Counting bytes of keys and values only, 64 MiB is 7.4M such keys (and 13x that in RSS).
 assert stored < 1_000_000, f"{stored} keys stored under a 64 MiB cap"
-assert grown < 2 * CAP_MIB, f"RSS grew by {grown} MiB under a {CAP_MIB} MiB cap"
+assert not RSS or grown < 2 * CAP_MIB, f"RSS grew by {grown} MiB under a {CAP_MIB} MiB cap"
 # The connection is still served.
 c.sendall(wire.frame("get", wire.s(b"k0000000") + struct.pack("<I", 0)))
 assert r.take(1)[0] == (0, wire.s(b"v")), "a get after the refusal failed"
@@ -109,6 +114,7 @@ wire_client <<'PY' || fail "the join flood failed"
 import os, struct, time
 import wire
 token, endpoint, pid = os.environ["TOKEN"], "127.0.0.1:" + os.environ["PORT"], os.environ["PID"]
+RSS = os.environ["MLRUN_TEST_RSS_CHECKED"] == "1"
 sock = wire.connect(endpoint, timeout=60)
 sock.sendall(wire.hello(token))
 assert wire.read_frame(sock)[1] == 0, "hello refused"
@@ -129,7 +135,7 @@ for b in range(100):
 grown = (wire.rss_kib(pid) - base) // 1024
 print(f"50,000 finished join groups in {time.monotonic() - start:.1f} s: "
       f"server RSS grew by {grown} MiB")
-assert grown < 32, f"finished join groups are kept: RSS grew by {grown} MiB"
+assert not RSS or grown < 32, f"finished join groups are kept: RSS grew by {grown} MiB"
 # A late join to a finished group is refused at once ("conflict", 8), not held.
 sock.sendall(join(name(123)))
 op, status, payload = wire.read_frame(sock)
