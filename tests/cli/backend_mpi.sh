@@ -7,6 +7,7 @@ command -v mpirun >/dev/null || { echo "SKIP: no mpirun (Debian: openmpi-bin)"; 
 PROG="$SRC/../build/examples/mpi_allreduce/mpi_allreduce"
 [ -x "${MLRUN_MPI_ALLREDUCE:-}" ] && PROG=$MLRUN_MPI_ALLREDUCE
 [ -x "$PROG" ] || { echo "SKIP: mpi_allreduce was not built"; exit 77; }
+no_leak_check_for_mpi
 
 # 1. Four ranks, one MPI world: every rank sees size 4 and the right sum.
 "$MLRUN" --backend mpi -np 4 "$PROG" 4 >"$T/out" 2>"$T/err" || fail "exit $? for a good MPI job"

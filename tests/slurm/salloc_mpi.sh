@@ -5,6 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun (Debian: openmpi-bin)"; exit 77; }
 [ -x "${MLRUN_MPI_ALLREDUCE:-}" ] || { echo "SKIP: mpi_allreduce was not built"; exit 77; }
+no_leak_check_for_mpi
 rc=0
 in_t salloc -N3 -J "$MARKER" -Q timeout 120 "$MLRUN" --backend mpi --nproc_per_node=2 \
   "$MLRUN_MPI_ALLREDUCE" 6 >"$T/out" 2>&1 || rc=$?
