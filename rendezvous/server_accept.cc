@@ -26,8 +26,9 @@ namespace {
 // After accept fails for lack of descriptors, wait this long before trying again (retrying at
 // once would spin: the pending connection stays in the backlog).
 constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
-// Connections taken from the backlog synchronously per wake-up, before yielding to the loop.
-constexpr int kAcceptBurst = 512;
+// Connections taken from the backlog synchronously per wake-up, before yielding to the loop (at
+// most; listen() lowers it where the cap of unauthenticated connections is low).
+constexpr std::size_t kAcceptBurst = 512;
 // Listening sockets on the one port (SO_REUSEPORT; the kernel spreads new connections over
 // them). Each has its own accept queue, capped at net.core.somaxconn (4,096 on stock kernels):
 // a storm of 16,384 ranks connecting at once overflows a single queue into one-second SYN
@@ -108,6 +109,11 @@ void ServerCore::Impl::listen() {
   std::size_t half = raise_open_file_limit() / 2;
   max_pending_ = std::max<std::size_t>(16, std::min(kMaxPendingConnections, half));
   max_pending_peers_ = std::max(max_pending_, half);
+  // A connection just accepted gets its first read after the other listeners' wake-ups of the
+  // same trip through the loop: all of them together must accept fewer than the cap, or a
+  // client whose hello is already there is evicted unread (a queue of thousands, a low
+  // descriptor limit: cli.rdzv_queued_hello). Half the cap, for a margin.
+  accept_burst_ = std::clamp<std::size_t>(max_pending_ / (2 * kListeners), 1, kAcceptBurst);
   std::string where = fmt::format("{}:{}", options_.host, options_.port);
   error_code ec;
   tcp::resolver resolver(io_);
@@ -213,7 +219,7 @@ void ServerCore::Impl::accept(Listener& l) {
 error_code ServerCore::Impl::drain_backlog(tcp::acceptor& acceptor) {
   // The acceptor is non-blocking: take what is already queued in one go instead of one
   // connection per trip through the loop.
-  for (int i = 0; i < kAcceptBurst; ++i) {
+  for (std::size_t i = 0; i < accept_burst_; ++i) {
     sockaddr_storage from{};
     socklen_t len = sizeof from;
     int fd =

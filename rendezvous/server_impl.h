@@ -279,7 +279,8 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   };
   bool bind_listeners(const tcp::endpoint& at, std::string* why);
   void accept(Listener& l);
-  // Accepts what is queued (kAcceptBurst at most); the error that stopped it when it is one
+  std::size_t accept_burst_ = 0;  // set by listen(): per listener and wake-up
+  // Accepts what is queued (accept_burst_ at most); the error that stopped it when it is one
   // accepting again cannot cure (out of descriptors or memory), else success.
   error_code drain_backlog(tcp::acceptor& acceptor);
   void adopt(tcp::socket socket, const std::optional<tcp::endpoint>& remote);

@@ -50,6 +50,17 @@ def connect(endpoint, timeout=10):
     return sock
 
 
+def silent(port, n):
+    """n connections to 127.0.0.1:port that never send anything (non-blocking connects)."""
+    out = []
+    for _ in range(n):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        out.append(sock)
+    return out
+
+
 def rss_kib(pid, field="VmRSS"):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
