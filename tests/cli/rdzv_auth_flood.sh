@@ -17,12 +17,14 @@ import wire
 token, port = os.environ["TOKEN"], int(os.environ["PORT"])
 endpoint = f"127.0.0.1:{port}"
 n = min(20000, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 100)
-flood = []
-for _ in range(n):
-    s = socket.socket()
-    s.setblocking(False)
-    s.connect_ex(("127.0.0.1", port))
-    flood.append(s)
+# One connection closed before the flood: the server reads its first end of stream (Asio's eof,
+# a first virtual call on its error category) while it still has descriptors. UBSan
+# (tools/sanitize.sh) checks a type's first virtual call by writing the vtable into a pipe(),
+# which fails at the descriptor limit the flood holds the server at, and then halts on a false
+# "invalid vptr"; it answers later calls from its cache.
+socket.create_connection(("127.0.0.1", port)).close()
+time.sleep(0.2)
+flood = wire.silent(port, n)
 time.sleep(1)
 
 def hello_seconds():
