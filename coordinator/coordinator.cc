@@ -9,6 +9,7 @@
 
 #include "coordinator/keys.h"
 #include "worker/net.h"
+#include "worker/signals.h"
 
 namespace mlrun::coordinator {
 namespace {
@@ -151,7 +152,7 @@ void NodeCoordinator::abort_here(std::string message, int code) {
 NodeOutcome NodeCoordinator::run(int lifeline_fd) {
   // The coordinator: joins each attempt, waits for its end or a failure anywhere, and settles
   // it with every node's result. Only this thread blocks on the rendezvous.
-  coordinator_ = std::thread([this] { coordinate(); });
+  coordinator_ = thread_without_signals([this] { coordinate(); });
   // A node whose rank was given (an agent's, a Slurm task's) is watched from now on, while the
   // coordinator joins: its first heartbeat is not a round trip between the join and the spawn.
   if (beat_ && !elastic_ && job_.node_rank >= 0) {

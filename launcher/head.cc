@@ -21,6 +21,7 @@
 #include "worker/net.h"
 #include "worker/network.h"
 #include "worker/output.h"
+#include "worker/signals.h"
 
 namespace mlrun {
 
@@ -518,7 +519,9 @@ void RemoteAgents::start(std::vector<Agent> agents, LostCallback on_lost) {
     state_->wake_w = wake[1];
   }
   State* raw = state_.get();
-  state_->relay = std::thread([raw] { raw->relay_loop(); });
+  // No signal of the process lands on the relay: it can outlive the loop that handles them (an
+  // interior agent of the launch tree finishes its children after its own node has ended).
+  state_->relay = thread_without_signals([raw] { raw->relay_loop(); });
 }
 
 void RemoteAgents::finish(std::chrono::milliseconds bound) {

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "worker/signals.h"
+
 namespace mlrun {
 
 namespace rdzv = mlrun::rendezvous;
@@ -56,7 +58,8 @@ SignalWatcher::SignalWatcher(const std::string& endpoint, const std::string& tok
     : state_(std::make_shared<State>()) {
   state_->origin = std::move(origin);
   state_->on_signal = std::move(on_signal);
-  std::thread([state = state_, endpoint, token, job_id] {
+  // Detached, it may outlive the loop that handles the process's signals: it takes none.
+  thread_without_signals([state = state_, endpoint, token, job_id] {
     try {
       rdzv::ClientOptions options;
       options.job_id = job_id;

@@ -20,6 +20,7 @@
 
 #include "transport/ssh_session.h"
 #include "transport/ssh_session_impl.h"
+#include "worker/signals.h"
 
 namespace mlrun {
 
@@ -351,15 +352,7 @@ RemoteExit pump(SshSession::Impl& s, const std::string& command, std::string_vie
 // would end the process at once; blocked here, it goes to a thread that handles it.
 template <typename Fn>
 std::thread pump_thread(Fn fn) {
-  sigset_t block, old;
-  sigfillset(&block);
-  // Faults are the thread's own and cannot wait.
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS})
-    sigdelset(&block, sig);
-  pthread_sigmask(SIG_BLOCK, &block, &old);  // the new thread inherits this mask
-  std::thread t(std::move(fn));
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return t;
+  return thread_without_signals(std::move(fn));
 }
 
 }  // namespace
