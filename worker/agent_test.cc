@@ -4,8 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 
 #include "worker/process.h"
 
@@ -39,6 +45,63 @@ TEST(AgentLoop, TakesTheExitsOfItsWorkersAndOfNoOtherChild) {
       << "the loop took the exit of a child that is not one of its workers";
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 7);
+}
+
+// An unfinished line is shown as it is once no byte has come for kPartialLineIdle. When the loop
+// is held past that wait (a stopped agent, a busy machine) while the line's rest and the start
+// of the next line come, the read that follows finishes the line, holds the next one and
+// re-arms the wait; the wait that came due meanwhile is queued already and runs all the same.
+// It cut the line the read had left a moment ago: "[0] cccc[0] dddd" (cli.relay_stall, under
+// TSan, lost a line so).
+TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
+  int console[2], go[2];
+  ASSERT_EQ(pipe(console), 0);
+  ASSERT_EQ(pipe(go), 0);
+  boost::asio::io_context io;
+  auto spawner = make_posix_spawner();
+  Lifeline lifeline;
+  AgentCallbacks callbacks;
+  callbacks.routes = [&](int, const WorkerSpec&) {
+    WorkerRoutes r;
+    r.out.console_fd = console[1];
+    r.out.prefix = "[0] ";
+    return r;
+  };
+  Supervisor::Planner planner = [&](int) {
+    WorkerSpec w;
+    w.request.argv = {"/bin/sh", "-c",
+                      "printf aaaa; read x; printf 'bbbb\\ncccc'; read x; printf 'dddd\\n'"};
+    w.request.stdin_fd = go[0];
+    return std::vector<WorkerSpec>{w};
+  };
+  Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, callbacks);
+  std::thread driver([&] {
+    using namespace std::chrono_literals;
+    // "aaaa" read and its wait armed, as a rule (a late driver only lets it show as a prompt).
+    std::this_thread::sleep_for(30ms);
+    std::promise<void> held;
+    boost::asio::post(io, [&] {
+      EXPECT_EQ(write(go[1], "\n", 1), 1);  // "bbbb\ncccc" comes while the loop is held...
+      std::this_thread::sleep_for(300ms);   // ...past the wait for "aaaa"
+      held.set_value();
+    });
+    held.get_future().wait();
+    // "dddd", after the loop's read of "cccc" (as a rule: dddd read with it proves nothing but
+    // fails nothing) and well within kPartialLineIdle of it.
+    std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(write(go[1], "\n", 1), 1);
+  });
+  EXPECT_EQ(agent.run(), 0);
+  driver.join();
+  close(console[1]);
+  std::string shown;
+  char buf[256];
+  for (ssize_t n; (n = read(console[0], buf, sizeof buf)) > 0;) shown.append(buf, n);
+  close(console[0]);
+  close(go[0]);
+  close(go[1]);
+  // "[0] aaaabbbb\n[0] ccccdddd\n"; "[0] aaaa[0] bbbb\n..." where the driver came late.
+  EXPECT_TRUE(shown.ends_with("bbbb\n[0] ccccdddd\n")) << shown;
 }
 
 }  // namespace
