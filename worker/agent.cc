@@ -34,8 +34,6 @@ struct PipeReader {
   StreamOutput output;
   // Shows an unfinished line (a prompt) once no byte has come for kPartialLineIdle.
   asio::steady_timer idle;
-  // When the last bytes came: the timer's wait is due kPartialLineIdle after it.
-  std::chrono::steady_clock::time_point last_bytes;
   bool open = true;
   char buffer[16384];
 
@@ -47,7 +45,6 @@ struct PipeReader {
     for (std::size_t i = 0; open && i < max_reads; ++i) {
       ssize_t n = ::read(stream.native_handle(), buffer, sizeof buffer);
       if (n > 0) {
-        last_bytes = std::chrono::steady_clock::now();
         output.on_data({buffer, static_cast<std::size_t>(n)});
         if (output.has_partial()) arm_idle();
       } else if (n == 0) {
@@ -68,10 +65,9 @@ struct PipeReader {
       drain(4);
       // A wait that came due while the loop was held is queued already when a read re-arms the
       // timer, and Asio cannot take it back: it runs, and must not cut the line that read left
-      // unfinished a moment ago (cli.relay_stall lost a line so). Only a line that no byte has
-      // reached for kPartialLineIdle is shown as it is; the re-armed wait sees to the others.
-      if (open && output.has_partial() &&
-          std::chrono::steady_clock::now() - last_bytes >= kPartialLineIdle) {
+      // unfinished a moment ago (cli.relay_stall lost a line so). Such a read has moved the
+      // timer's expiry on: only a wait still due shows the line, the re-armed one sees to it.
+      if (open && output.has_partial() && idle.expiry() <= std::chrono::steady_clock::now()) {
         output.flush_partial();
       }
     });
