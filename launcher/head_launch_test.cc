@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,8 +43,12 @@ class Borrowed : public transport::Transport {
   void start(const transport::AgentJob& job, const std::vector<transport::AgentNode>& nodes,
              transport::LostCallback on_lost) override {
     t_.start(job, nodes, std::move(on_lost));
+    if (after_start_) after_start_();
   }
   void finish(std::chrono::milliseconds bound) override { t_.finish(bound); }
+
+  // Runs on the head's thread once its agents have started, before its own node's loop.
+  std::function<void()> after_start_;
 
  private:
   FakeTransport& t_;
@@ -54,10 +59,12 @@ bool gone(pid_t pgid) {
   return pgid > 0 && kill(-pgid, 0) != 0 && errno == ESRCH;
 }
 
-// This process's threads that take SIGINT (do not block it), by name.
-std::vector<std::string> threads_taking_sigint() {
+// This process's threads that take SIGINT (do not block it), by name; this one too unless told.
+std::vector<std::string> threads_taking_sigint(bool but_this_one = false) {
   std::vector<std::string> found;
+  std::string self = std::to_string(gettid());
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    if (but_this_one && task.path().filename() == self) continue;
     std::ifstream status(task.path() / "status");
     std::string line, name;
     while (std::getline(status, line)) {
@@ -121,7 +128,9 @@ class HeadLaunchTest : public ::testing::Test {
                            [this](const Options&, const std::vector<transport::AgentNode>& nodes,
                                   std::chrono::milliseconds*) {
                              opened_ = nodes;
-                             return std::make_unique<Borrowed>(*fake_);
+                             auto t = std::make_unique<Borrowed>(*fake_);
+                             t->after_start_ = after_start_;
+                             return t;
                            });
   }
 
@@ -140,6 +149,7 @@ class HeadLaunchTest : public ::testing::Test {
   LaunchPlan plan_;
   Lifeline lifeline_;  // Inactive: the test process is no launcher to clean up after.
   std::vector<transport::AgentNode> opened_;
+  std::function<void()> after_start_;  // Borrowed::after_start_
   std::filesystem::path dir_;
 
  private:
@@ -273,6 +283,38 @@ TEST_F(HeadLaunchTest, SigintOnTheHeadStopsEveryNode) {
     EXPECT_EQ(a.end, AgentEnd::kAborted) << a.node_rank << ": " << a.detail;
     EXPECT_EQ(a.detail, "interrupted: SIGINT on the head");
     EXPECT_EQ(a.code, 130);
+  }
+  EXPECT_LT(took, 20s);
+  expect_nothing_left();
+}
+
+// A head that runs workers itself has no loop of its own until its node's starts, after the
+// agents have. A Ctrl-C in between ended it by SIGINT's default action: no abort, no word, its
+// agents left to find their connections gone. Now its signal thread takes it and aborts the job;
+// its own node finds the abort at its join and starts no worker.
+TEST_F(HeadLaunchTest, SigintBeforeTheHeadsOwnNodeStartsStopsEveryNode) {
+  fake_ = std::make_unique<FakeTransport>(fake::Workers{}, kSleep);
+  std::string out = (dir_ / "rank.").string();
+  plan({"--launcher", "ssh", "-H", "localhost:2,fake-b,fake-c", "/bin/sh", "-c",
+        "echo ran >" + out + "$RANK; exec sleep 30"});
+  if (auto threads = threads_taking_sigint(true); !threads.empty()) {
+    GTEST_SKIP() << "threads of earlier tests take SIGINT (" << threads.size()
+                 << "): run this test in a process of its own";
+  }
+  // On the head's thread, which blocks it now: only the head's signal thread can take it.
+  after_start_ = [] { kill(getpid(), SIGINT); };
+  ::testing::internal::CaptureStderr();
+  auto began = std::chrono::steady_clock::now();
+  int code = run_head();
+  auto took = std::chrono::steady_clock::now() - began;
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 130);
+  EXPECT_NE(err.find("job aborted: interrupted: SIGINT on the head"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out + "0")) << "the head's node started its workers";
+  EXPECT_FALSE(std::filesystem::exists(out + "1"));
+  for (const auto& a : fake_->agents()) {
+    EXPECT_EQ(a.end, AgentEnd::kAborted) << a.node_rank << ": " << a.detail;
+    EXPECT_EQ(a.detail, "interrupted: SIGINT on the head");
   }
   EXPECT_LT(took, 20s);
   expect_nothing_left();

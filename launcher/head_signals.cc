@@ -52,7 +52,11 @@ struct HeadSignals::State {
     while (true) {
       pollfd fds[2] = {{signal_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
       if (poll(fds, 2, -1) < 0) continue;
-      if (fds[1].revents != 0) return;
+      // A signal sent before stop_watching() is read before the thread ends: it is the head's.
+      if (fds[0].revents == 0) {
+        if (fds[1].revents != 0) return;
+        continue;
+      }
       signalfd_siginfo info;
       if (::read(signal_fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
       int sig = static_cast<int>(info.ssi_signo);
@@ -86,14 +90,19 @@ HeadSignals::HeadSignals(SignalPolicy policy) : state_(std::make_unique<State>()
 }
 
 HeadSignals::~HeadSignals() {
+  stop_watching();
+}
+
+void HeadSignals::stop_watching() {
   State& s = *state_;
   if (s.waiter.joinable()) {
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(s.stop_fd, &one, sizeof one);
     s.waiter.join();
   }
-  for (int fd : {s.signal_fd, s.stop_fd}) {
-    if (fd >= 0) ::close(fd);
+  for (int* fd : {&s.signal_fd, &s.stop_fd}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
   }
 }
 

@@ -1,5 +1,6 @@
-// The signals of a head that runs no workers itself (a job on --hostfile / -H hosts, this host
-// not among them).
+// The signals of a head (a job on --hostfile / -H hosts or a Slurm allocation) while it has no
+// event loop of its own: all along when it runs no workers itself, until its node's loop starts
+// when it does.
 #pragma once
 
 #include <functional>
@@ -20,8 +21,8 @@ namespace mlrun {
 /// The first stop signal calls the interrupt callback (when it is set, if it came earlier); a
 /// second SIGINT ends the head at once with 130 (its agents then stop their workers as their SSH
 /// connections end). A forwarded signal (SIGUSR1, SIGUSR2) calls the forward callback, if set.
-/// The signals stay blocked in the constructing thread after destruction: the head is on its way
-/// out.
+/// The signals stay blocked in the constructing thread after stop_watching() and destruction:
+/// the head is on its way out, or its node's loop unblocks them once it can take them.
 class HeadSignals {
  public:
   explicit HeadSignals(SignalPolicy policy = {});
@@ -36,6 +37,9 @@ class HeadSignals {
   void on_forward(std::function<void(int sig)> fn);
   /// The first stop signal received, or 0.
   int signal() const;
+  /// Stops reading the signals (waits for the thread); a later one stays pending. Idempotent;
+  /// the destructor calls it.
+  void stop_watching();
 
  private:
   struct State;

@@ -185,9 +185,9 @@ bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::
   }
 }
 
-// A head that runs no workers: its stop signals abort the job on its server, and SIGUSR1/SIGUSR2
-// go to every node through the rendezvous (launcher/signal_relay.h), on a connection made at the
-// first one.
+// A head without a loop of its own (it runs no workers, or its node's loop has not started): its
+// stop signals abort the job on its server, and SIGUSR1/SIGUSR2 go to every node through the
+// rendezvous (launcher/signal_relay.h), on a connection made at the first one.
 void arm_head_signals(HeadSignals& head_signals, const Options& o, const LaunchPlan& plan,
                       rendezvous::Server* served, const std::string& endpoint,
                       const std::string& token) {
@@ -266,13 +266,14 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
   std::optional<rendezvous::Server> server;
   auto agents = open_transport(o, agent_nodes, &grace);
   if (!agents && !agent_nodes.empty()) return 1;
-  // A head that runs no workers takes SIGINT, SIGTERM and SIGHUP on a thread of its own, blocked
-  // in every other: from here on, before the rendezvous server's and the transport's threads
-  // start and inherit the block. (A thread that took one with its default action would end the
-  // head at once: no abort, no wait for the nodes to stop their workers.)
+  // The head takes SIGINT, SIGTERM and SIGHUP on a thread of its own, blocked in every other:
+  // from here on, before the rendezvous server's and the transport's threads start and inherit
+  // the block. (Until now a Ctrl-C ends the head at once, with nothing started on any node.
+  // From here a thread that took one with its default action would end the head with agents
+  // running: no abort, no wait for the nodes to stop their workers.) A head that runs workers of
+  // its own hands the signals to its node's loop when that starts (step 4).
   auto local = std::find_if(nodes.begin(), nodes.end(), [](const NodePlan& n) { return n.local; });
-  std::optional<HeadSignals> head_signals;
-  if (local == nodes.end()) head_signals.emplace(plan.signals);
+  HeadSignals head_signals(plan.signals);
   // 2. The rendezvous, on every address; the nodes reach it at this host's address on their
   //    route here (SSH: the one their connection came in on; Slurm: the one srun ran at).
   std::string advertised = agents ? agents->head_address() : "127.0.0.1";
@@ -285,7 +286,7 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
             endpoint.empty() ? fmt::format("port {}", server->port()) : endpoint);
   // 3. An agent on every other node.
   rendezvous::Server* served = &*server;
-  if (head_signals) arm_head_signals(*head_signals, o, plan, served, endpoint, token);
+  arm_head_signals(head_signals, o, plan, served, endpoint, token);
   if (agents) {
     agents->start(agent_job(o, plan, endpoint, server->port(), token, grace), agent_nodes,
                   [served](int node, const std::string& host, const std::string& why) {
@@ -293,22 +294,29 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
                   });
   }
   // 4. This host's workers, or, when it is not listed, a watch over the others'.
-  int code =
-      local != nodes.end()
-          ? run_head_node(o, plan, static_cast<int>(local - nodes.begin()), endpoint, token,
-                          lifeline)
-          : watch_job(endpoint.empty() ? make_endpoint("127.0.0.1", server->port()) : endpoint,
-                      token, plan.job_id, static_cast<int>(nodes.size()), o.max_restarts,
-                      *head_signals);
+  int code;
+  if (local != nodes.end()) {
+    // The node's loop takes the signals from here (worker/agent.cc unblocks them once its
+    // handlers are in place; one that comes in between waits, pending, for that). One that came
+    // before has aborted the job on the server: the node finds that at its join, starts no
+    // worker and says so; the head exits 128 + the signal, as it does when it runs none.
+    head_signals.stop_watching();
+    int early = head_signals.signal();
+    code =
+        run_head_node(o, plan, static_cast<int>(local - nodes.begin()), endpoint, token, lifeline);
+    if (early != 0) code = 128 + early;
+  } else {
+    code =
+        watch_job(endpoint.empty() ? make_endpoint("127.0.0.1", server->port()) : endpoint, token,
+                  plan.job_id, static_cast<int>(nodes.size()), o.max_restarts, head_signals);
+  }
   // 5. Every agent ends with the job, after stopping its workers (at most the grace period);
   //    the transport stops any that do not.
   log::info("job over with exit code {} after {:.2f} s", code, log::since(began));
   if (agents) agents->finish(grace + std::chrono::seconds(10));
   // The server is destroyed before the signals' thread ends: a late signal must not reach it.
-  if (head_signals) {
-    head_signals->on_interrupt(nullptr);
-    head_signals->on_forward(nullptr);
-  }
+  head_signals.on_interrupt(nullptr);
+  head_signals.on_forward(nullptr);
   return code;
 }
 

@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 
 #include "rendezvous/server_impl.h"
+#include "rendezvous/signal_mask.h"
 
 namespace mlrun::rendezvous {
 
@@ -501,7 +502,8 @@ Server Server::start(ServerOptions options) {
   impl->core = std::make_unique<ServerCore>(impl->io, std::move(options));
   impl->port = impl->core->port();
   impl->endpoint = impl->core->endpoint();
-  impl->thread = std::thread([io = &impl->io] { io->run(); });
+  // A trainer that embeds the server handles its own signals: none may land on this thread.
+  impl->thread = thread_without_signals([io = &impl->io] { io->run(); });
   return Server(std::move(impl));
 }
 

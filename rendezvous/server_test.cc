@@ -2,9 +2,13 @@
 #include "rendezvous/server.h"
 
 #include <fcntl.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -691,6 +695,40 @@ TEST(Server, OptionsAreChecked) {
         ServerCore s(io, ServerOptions{"127.0.0.1", first.port(), "t"});
       },
       ConnectionError);
+}
+
+// This process's threads, by id, with the signals each blocks (/proc/self/task/*/status).
+std::map<std::string, std::uint64_t> blocked_signals_by_thread() {
+  std::map<std::string, std::uint64_t> threads;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigBlk:", 0) == 0) {
+        threads[task.path().filename().string()] = std::stoull(line.substr(7), nullptr, 16);
+      }
+    }
+  }
+  return threads;
+}
+
+// The server's thread blocks every asynchronous signal: a launcher's (or an embedding trainer's)
+// handlers run on the thread that handles them, never on one that outlives that thread's loop.
+TEST(Server, ItsThreadTakesNoSignal) {
+  auto before = blocked_signals_by_thread();
+  Server server = Server::start(options());
+  // Answered: the thread runs its loop. (A thread starts with every signal blocked and takes its
+  // creator's mask before it runs its function: read too early, any thread looks right.)
+  Client::connect(server.endpoint(), kToken, quick()).heartbeat();
+  auto after = blocked_signals_by_thread();
+  int started = 0;
+  for (const auto& [tid, blocked] : after) {
+    if (before.count(tid) != 0) continue;
+    ++started;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2, SIGPIPE}) {
+      EXPECT_NE(blocked & (1ULL << (sig - 1)), 0u) << "thread " << tid << " takes signal " << sig;
+    }
+  }
+  EXPECT_EQ(started, 1);
 }
 
 }  // namespace

@@ -157,6 +157,14 @@ struct Agent::Impl final : SupervisorHooks {
     });
   }
 
+  void take_signals() {
+    sigset_t mine;
+    sigemptyset(&mine);
+    for (int sig : policy.stop) sigaddset(&mine, sig);
+    for (int sig : policy.forward) sigaddset(&mine, sig);
+    pthread_sigmask(SIG_UNBLOCK, &mine, nullptr);
+  }
+
   void wait_children() {
     children.async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;
@@ -289,6 +297,9 @@ int Agent::run() {
   // Handlers first, then workers: no exit or signal can come before it can be seen.
   impl_->wait_signals();
   impl_->wait_children();
+  // This thread takes the policy's signals from here. A head blocks them until its node's loop
+  // can (launcher/launch_hosts.cc): one that came meanwhile is delivered now, to the handler.
+  impl_->take_signals();
   if (!impl_->config.settled_elsewhere) impl_->supervisor.start();
   // A worker may have ended between spawn and the first wait: look once before sleeping.
   impl_->reap();

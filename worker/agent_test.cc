@@ -1,6 +1,8 @@
 // The node's loop (worker/agent.h) with a real spawner and real processes.
 #include "worker/agent.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,22 @@
 namespace mlrun {
 namespace {
 
+// The exit code of a loop that runs one worker, `/bin/sh -c script`, its output nowhere.
+int run_one_worker(const char* script) {
+  boost::asio::io_context io;
+  auto spawner = make_posix_spawner();
+  Lifeline lifeline;
+  AgentCallbacks callbacks;
+  callbacks.routes = [](int, const WorkerSpec&) { return WorkerRoutes{}; };
+  Supervisor::Planner planner = [script](int) {
+    WorkerSpec w;
+    w.request.argv = {"/bin/sh", "-c", script};
+    return std::vector<WorkerSpec>{w};
+  };
+  Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, callbacks);
+  return agent.run();
+}
+
 // The loop waits for its workers by pid. A process may have other children whose ends are their
 // own code's to take: an interior agent's simulated children of the launch tree
 // (transport/local.h), whose relay waits for each by pid. A waitpid(-1) on the loop took such an
@@ -28,18 +46,7 @@ TEST(AgentLoop, TakesTheExitsOfItsWorkersAndOfNoOtherChild) {
   pid_t other = fork();
   ASSERT_GE(other, 0);
   if (other == 0) _exit(7);
-  boost::asio::io_context io;
-  auto spawner = make_posix_spawner();
-  Lifeline lifeline;
-  AgentCallbacks callbacks;
-  callbacks.routes = [](int, const WorkerSpec&) { return WorkerRoutes{}; };
-  Supervisor::Planner planner = [](int) {
-    WorkerSpec w;
-    w.request.argv = {"/bin/sh", "-c", "exit 0"};
-    return std::vector<WorkerSpec>{w};
-  };
-  Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, callbacks);
-  EXPECT_EQ(agent.run(), 0);
+  EXPECT_EQ(run_one_worker("exit 0"), 0);
   int status = 0;
   ASSERT_EQ(waitpid(other, &status, 0), other)
       << "the loop took the exit of a child that is not one of its workers";
@@ -102,6 +109,32 @@ TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
   close(go[1]);
   // "[0] aaaabbbb\n[0] ccccdddd\n"; "[0] aaaa[0] bbbb\n..." where the driver came late.
   EXPECT_TRUE(shown.ends_with("bbbb\n[0] ccccdddd\n")) << shown;
+}
+
+// A head blocks its stop signals until its node's loop can take them (launcher/launch_hosts.cc).
+// One that came in between is pending on the loop's thread: the loop takes it as it starts, and
+// the job stops as at any Ctrl-C, instead of running on with the signal never seen.
+TEST(AgentLoop, ASignalPendingBeforeTheLoopStopsTheJob) {
+  struct sigaction old_action {};
+  sigaction(SIGINT, nullptr, &old_action);
+  sigset_t sigint, old_mask;
+  sigemptyset(&sigint);
+  sigaddset(&sigint, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigint, &old_mask);
+  ASSERT_EQ(pthread_kill(pthread_self(), SIGINT), 0);  // Pending on this thread only.
+  int code = run_one_worker("exec sleep 5");
+  sigset_t pending;
+  sigpending(&pending);
+  bool still_pending = sigismember(&pending, SIGINT) == 1;
+  if (still_pending) {
+    timespec now{0, 0};
+    sigtimedwait(&sigint, nullptr, &now);  // Taken here, not by the default action.
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGINT, &old_action, nullptr);
+  EXPECT_FALSE(still_pending);
+  // 128 + SIGINT, the worker stopped: not 0 after its 5 s.
+  EXPECT_EQ(code, 130);
 }
 
 }  // namespace

@@ -83,16 +83,4 @@ void keep_forwarded_signals_harmless(const SignalPolicy& policy) {
   for (int sig : policy.forward) sigaction(sig, &sa, nullptr);
 }
 
-AsyncSignalsBlocked::AsyncSignalsBlocked() {
-  sigset_t block;
-  sigfillset(&block);
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS})
-    sigdelset(&block, sig);
-  pthread_sigmask(SIG_BLOCK, &block, &old_);
-}
-
-AsyncSignalsBlocked::~AsyncSignalsBlocked() {
-  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-}
-
 }  // namespace mlrun

@@ -12,9 +12,9 @@
 
 #include <string>
 #include <string_view>
-#include <thread>
-#include <utility>
 #include <vector>
+
+#include "rendezvous/signal_mask.h"  // AsyncSignalsBlocked, thread_without_signals
 
 namespace mlrun {
 
@@ -47,30 +47,5 @@ SignalPolicy make_signal_policy(std::string_view signals_to_handle,
 /// default action. A handler, not SIG_IGN: an ignored signal would stay ignored in the workers
 /// after exec, a handled one is reset to its default there.
 void keep_forwarded_signals_harmless(const SignalPolicy& policy);
-
-/// Blocks every asynchronous signal in the calling thread (faults, which are a thread's own and
-/// cannot wait, stay unblocked) until it goes out of scope, when the thread's mask is put back.
-class AsyncSignalsBlocked {
- public:
-  AsyncSignalsBlocked();
-  ~AsyncSignalsBlocked();
-  AsyncSignalsBlocked(const AsyncSignalsBlocked&) = delete;
-  AsyncSignalsBlocked& operator=(const AsyncSignalsBlocked&) = delete;
-
- private:
-  sigset_t old_;
-};
-
-/// Starts fn on a new thread with every asynchronous signal blocked, so that the process's
-/// signals go to the thread that handles them: an agent's event loop (Boost.Asio's handler
-/// writes each to a pipe the loop reads) or the head's signalfd. A helper thread that took one
-/// ran that handler beside the loop; one that outlives the loop (the launch tree's relay, a
-/// detached watcher) could run it while the loop's io_context closes that pipe, and write to a
-/// descriptor number since reused. ThreadSanitizer reported it in cli.sim_tree.
-template <typename Fn>
-std::thread thread_without_signals(Fn&& fn) {
-  AsyncSignalsBlocked blocked;  // The new thread inherits this mask; this one gets its own back.
-  return std::thread(std::forward<Fn>(fn));
-}
 
 }  // namespace mlrun
