@@ -728,7 +728,8 @@ TEST(Server, ItsThreadTakesNoSignal) {
       EXPECT_NE(blocked & (1ULL << (sig - 1)), 0u) << "thread " << tid << " takes signal " << sig;
     }
   }
-  EXPECT_EQ(started, 1);
+  // The server's; under ThreadSanitizer also its background thread, which blocks every signal.
+  EXPECT_GE(started, 1);
 }
 
 }  // namespace
