@@ -320,6 +320,33 @@ TEST_F(HeadLaunchTest, SigintBeforeTheHeadsOwnNodeStartsStopsEveryNode) {
   expect_nothing_left();
 }
 
+// The head's own node can fail before it joins (here its log directory cannot be made). The
+// others waited for its join until the join's timeout (minutes; 20 s for the fake agents); its
+// error now aborts the job for them.
+TEST_F(HeadLaunchTest, AHeadWhoseOwnNodeCannotStartAbortsTheJob) {
+  fake_ = std::make_unique<FakeTransport>(fake::Workers{}, kSleep);
+  plan({"--launcher", "ssh", "--log_dir", "/proc/nonexistent/logs", "-H",
+        "localhost:1,fake-b,fake-c", "/bin/true"});
+  ::testing::internal::CaptureStderr();
+  auto began = std::chrono::steady_clock::now();
+  int code = run_head();
+  auto took = std::chrono::steady_clock::now() - began;
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("--log_dir /proc/nonexistent/logs: cannot create it"), std::string::npos)
+      << err;
+  for (const auto& a : fake_->agents()) {
+    EXPECT_EQ(a.end, AgentEnd::kAborted) << a.node_rank << ": " << a.detail;
+    EXPECT_EQ(a.detail.rfind("node 0 (", 0), 0u) << a.detail;
+    EXPECT_NE(
+        a.detail.find(") could not start: --log_dir /proc/nonexistent/logs: cannot create it"),
+        std::string::npos)
+        << a.detail;
+  }
+  EXPECT_LT(took, 10s);
+  expect_nothing_left();
+}
+
 TEST_F(HeadLaunchTest, NoTransportStartsNothing) {
   plan({"--launcher", "sim", "-H", "fake-a,fake-b", "/bin/true"});
   int calls = 0;

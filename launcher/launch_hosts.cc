@@ -219,7 +219,7 @@ void arm_head_signals(HeadSignals& head_signals, const Options& o, const LaunchP
 
 // This host's workers as node node_rank of the job, which the head serves at endpoint.
 int run_head_node(const Options& o, LaunchPlan& plan, int node_rank, const std::string& endpoint,
-                  const std::string& token, Lifeline& lifeline) {
+                  const std::string& token, rendezvous::Server* served, Lifeline& lifeline) {
   const NodePlan& local = plan.hosts.nodes[node_rank];
   plan.nproc = local.nproc;
   NodeJob job;
@@ -235,7 +235,11 @@ int run_head_node(const Options& o, LaunchPlan& plan, int node_rank, const std::
   job.publish_signals = true;
   job.watch_signals = true;
   job.report_join_wait = false;  // The head's server says whom the join waits for.
-  return run_this_node(o, plan, job, lifeline, -1);
+  // The others would wait for this node's join until its timeout: tell them it is not coming.
+  auto gave_up = [served, node_rank, host = plan.hostname](const std::string& why) {
+    served->abort(fmt::format("node {} ({}) could not start: {}", node_rank, host, why));
+  };
+  return run_this_node(o, plan, job, lifeline, -1, gave_up);
 }
 
 }  // namespace
@@ -302,8 +306,8 @@ int launch_on_hosts(const Options& o, LaunchPlan& plan, Lifeline& lifeline,
     // worker and says so; the head exits 128 + the signal, as it does when it runs none.
     head_signals.stop_watching();
     int early = head_signals.signal();
-    code =
-        run_head_node(o, plan, static_cast<int>(local - nodes.begin()), endpoint, token, lifeline);
+    code = run_head_node(o, plan, static_cast<int>(local - nodes.begin()), endpoint, token, served,
+                         lifeline);
     if (early != 0) code = 128 + early;
   } else {
     code =

@@ -34,17 +34,19 @@ std::string temporary_base_dir() {
 }  // namespace
 
 int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifeline& lifeline,
-                  int lifeline_fd) {
+                  int lifeline_fd, const std::function<void(const std::string&)>& gave_up) {
+  auto give_up = [&](const std::string& why) {
+    error(why);
+    if (gave_up) gave_up(why);
+    return 1;
+  };
   // A directory for error files, and log files when asked for; a temporary one is removed.
   bool temporary_dir = !plan.log_files;
   std::string run_dir;
   if (plan.log_files) {
     std::string why;
     run_dir = prepare_log_dir(plan.log_dir, plan.job_id, why);
-    if (run_dir.empty()) {
-      error(why);
-      return 1;
-    }
+    if (run_dir.empty()) return give_up(why);
     if (plan.log_dir.empty()) fmt::print(stderr, "mlrun: logs in {}\n", run_dir);
   } else {
     // Only error files go here: a flat directory on a memory file system where there is one.
@@ -52,8 +54,8 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
     std::string base = temporary_base_dir();
     std::string tmpl = base + "/mlrun-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) {
-      error(fmt::format("cannot create a directory in {}: {}", base, std::strerror(errno)));
-      return 1;
+      return give_up(
+          fmt::format("cannot create a directory in {}: {}", base, std::strerror(errno)));
     }
     run_dir = tmpl;
     lifeline.remove_on_exit(run_dir);
@@ -96,8 +98,7 @@ int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifelin
   try {
     code = run_node(job, hooks, lifeline, lifeline_fd);
   } catch (const std::exception& e) {
-    error(e.what());
-    code = 1;
+    code = give_up(e.what());
   }
   if (std::size_t dropped = console_dropped_lines(); dropped > 0) {
     console_write(STDERR_FILENO,

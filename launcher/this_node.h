@@ -3,6 +3,9 @@
 // launcher/launch_hosts.cc, launcher/agent_command.cc).
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "coordinator/node.h"
 #include "launcher/options.h"
 #include "launcher/plan.h"
@@ -12,8 +15,11 @@ namespace mlrun {
 
 /// Runs this node's workers in a job whose rendezvous is known (job: endpoint, token, job id,
 /// nnodes, node rank); the rest of job comes from the plan. lifeline_fd: the head's lifeline
-/// (an agent's stdin), -1 for none. Returns the exit code.
+/// (an agent's stdin), -1 for none. gave_up, when set, gets the error that ends this node
+/// before or outside its rendezvous (its log directory, its start), which nobody else would
+/// hear of: the head's own node aborts the job with it. Returns the exit code.
 int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifeline& lifeline,
-                  int lifeline_fd);
+                  int lifeline_fd,
+                  const std::function<void(const std::string&)>& gave_up = nullptr);
 
 }  // namespace mlrun
