@@ -148,9 +148,18 @@ class Worker {
       ::close(ready[0]);
       throw std::runtime_error(fmt::format("clone3: {}", std::strerror(clone_errno)));
     }
-    // A stop sent before the worker exists would reach only the middle, which ignores it.
+    // A stop sent before the worker exists would reach only the middle, which ignores it. A
+    // signal this thread took would cut the wait short (the agent's thread blocks the ones the
+    // head handles), and closing the pipe then ends the middle with SIGPIPE at its "ready".
     pollfd p{ready[0], POLLIN, 0};
-    poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kBound).count()));
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    auto left = [&] {
+      auto ms =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      return static_cast<int>(std::max<long>(0, ms.count()));
+    };
+    while (poll(&p, 1, left()) < 0 && errno == EINTR) {
+    }
     ::close(ready[0]);
   }
   ~Worker() {
@@ -241,10 +250,12 @@ struct FakeTransport::Agent {
 };
 
 void FakeTransport::Agent::run() {
-  // The head's signals reach the head only, as on another machine.
+  // The head's signals reach the head only, as on another machine; so do its children's ends
+  // (its own node's loop handles SIGCHLD).
   sigset_t block;
   sigemptyset(&block);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&block, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD})
+    sigaddset(&block, sig);
   pthread_sigmask(SIG_BLOCK, &block, nullptr);
   try {
     rdzv::ClientOptions options;
