@@ -31,6 +31,22 @@
 namespace mlrun {
 namespace {
 
+// A node that cannot start (its log directory, its run directory) tells every node at once.
+// Otherwise they wait for its join until the head, kLostGrace after this agent's exit, calls
+// it lost (launcher/head.cc), or, through srun, until the join's timeout.
+void abort_job(const NodeJob& job, const std::string& host, const std::string& why) {
+  try {
+    rendezvous::ClientOptions options;
+    options.job_id = job.job_id;
+    options.connect_timeout = std::chrono::seconds(5);
+    options.timeout = std::chrono::seconds(5);
+    rendezvous::Client::connect(job.endpoint, job.token, options)
+        .abort(fmt::format("node {} ({}) cannot start: {}", job.node_rank, host, why));
+  } catch (const std::exception& e) {
+    log::debug("cannot abort the job at {}: {}", job.endpoint, e.what());
+  }
+}
+
 // An SSH agent's job: one JSON line on stdin. Read a block at a time: what follows the line (the
 // head sends nothing more) would be dropped unread by the lifeline's watcher anyway, which only
 // waits for stdin's end (coordinator/watch.cc); one byte per read cost an agent ~600 system
@@ -195,12 +211,11 @@ int agent_command(const std::vector<std::string>&) {
   if (!given) return 0;
   // Its stdout and stderr are its parent's relay, not a person's terminal (worker/output.h).
   if (!slurm) set_console_stall(kRelayStall);
-  std::string line = std::move(*given);
   // The workers inherit this environment: the job's description is not theirs.
   unsetenv("MLRUN_AGENT_JOB");
   transport::AgentJob record;
   try {
-    record = take_agent_job(line, slurm);
+    record = take_agent_job(*given, slurm);  // A copy of MLRUN_AGENT_JOB's value in a step.
   } catch (const std::exception& e) {
     error(fmt::format("agent on {}: bad job description{}: {}", host_name(),
                       slurm ? " in MLRUN_AGENT_JOB" : " on stdin", e.what()));
@@ -246,7 +261,8 @@ int agent_command(const std::vector<std::string>&) {
   // lifeline).
   std::unique_ptr<transport::Subtree> children;
   if (!slurm) children = start_children(record);
-  int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO);
+  int code = run_this_node(parsed.options, plan, job, lifeline, slurm ? -1 : STDIN_FILENO,
+                           [&](const std::string& why) { abort_job(job, plan.hostname, why); });
   // Each child ends with the job, after stopping its workers (and its own children).
   if (children) {
     children->finish(

@@ -338,9 +338,8 @@ TEST_F(HeadLaunchTest, AHeadWhoseOwnNodeCannotStartAbortsTheJob) {
   for (const auto& a : fake_->agents()) {
     EXPECT_EQ(a.end, AgentEnd::kAborted) << a.node_rank << ": " << a.detail;
     EXPECT_EQ(a.detail.rfind("node 0 (", 0), 0u) << a.detail;
-    EXPECT_NE(
-        a.detail.find(") could not start: --log_dir /proc/nonexistent/logs: cannot create it"),
-        std::string::npos)
+    EXPECT_NE(a.detail.find(") cannot start: --log_dir /proc/nonexistent/logs: cannot create it"),
+              std::string::npos)
         << a.detail;
   }
   EXPECT_LT(took, 10s);

@@ -237,7 +237,7 @@ int run_head_node(const Options& o, LaunchPlan& plan, int node_rank, const std::
   job.report_join_wait = false;  // The head's server says whom the join waits for.
   // The others would wait for this node's join until its timeout: tell them it is not coming.
   auto gave_up = [served, node_rank, host = plan.hostname](const std::string& why) {
-    served->abort(fmt::format("node {} ({}) could not start: {}", node_rank, host, why));
+    served->abort(fmt::format("node {} ({}) cannot start: {}", node_rank, host, why));
   };
   return run_this_node(o, plan, job, lifeline, -1, gave_up);
 }

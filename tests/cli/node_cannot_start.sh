@@ -3,7 +3,8 @@
 # which would otherwise wait for it up to join_timeout (600 s), ends at once saying why. When
 # there is no rendezvous to tell (node 0 never started), it says so within its bound. Node 0 whose
 # own plan fails serves the rendezvous only to answer the others' joins with its error, and ends
-# once they all have it (or its bound has passed).
+# once they all have it (or its bound has passed). Started from one command, a node that cannot
+# start aborts the job through the head's rendezvous.
 source "$(dirname "$0")/common.sh"
 
 write_worker hold.sh 'echo "rank $RANK of $WORLD_SIZE"; exec sleep 300'
@@ -76,5 +77,16 @@ timed_node 0 --rdzv_conf join_timeout=3 "$T/missing-on-node-0"
 [ "$rc" -eq 2 ] || fail "alone, node 0 exited $rc, want 2: $(cat "$T/err.0")"
 [ "$took" -ge 2 ] && [ "$took" -le 10 ] || fail "alone, node 0 took $took s with join_timeout=3"
 expect_grep "$T/err.0" "^mlrun: warning: 0 of the 1 other nodes joined in 3 s and were told; the rest wait for this one up to the join timeout$"
+
+# 6. One command, many nodes (--launcher sim: real agents on this machine, as over SSH): a node
+#    whose --log_dir cannot be made aborts the job at once, named, instead of the others
+#    waiting for its join until the head calls its agent lost 5 s after its exit.
+unset MLRUN_RDZV_TOKEN
+run_mlrun --launcher sim -H "$MARKER-n0,$MARKER-n1,$MARKER-n2" --log_dir /proc/nonexistent/logs \
+  "$T/hold.sh"
+expect_rc 1
+expect_grep "$T/err" "^mlrun: error: --log_dir /proc/nonexistent/logs: cannot create it"
+expect_grep "$T/err" "^mlrun: job aborted: node [0-2] \($MARKER-n[0-2]\) cannot start: --log_dir /proc/nonexistent/logs: cannot create it"
+! grep -q "lost: its agent exited" "$T/err" || fail "a node that cannot start was lost: $(cat "$T/err")"
 assert_no_marker_left
 echo PASS
