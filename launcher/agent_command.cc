@@ -47,6 +47,19 @@ void abort_job(const NodeJob& job, const std::string& host, const std::string& w
   }
 }
 
+// An agent whose plan failed: 2. Where the cause is this host's own (its program or a file
+// missing here: node_errors), the others hear it now, as from a torchrun-style node
+// (launcher/run.cc), not when the head calls this agent lost.
+int plan_failed(const NodeJob& job, const LaunchPlan& plan) {
+  if (!plan.node_errors.empty()) {
+    std::string why = plan.node_errors.front();
+    if (plan.node_errors.size() > 1)
+      why += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
+    abort_job(job, host_name(), why);
+  }
+  return 2;
+}
+
 // An SSH agent's job: one JSON line on stdin. Read a block at a time: what follows the line (the
 // head sends nothing more) would be dropped unread by the lifeline's watcher anyway, which only
 // waits for stdin's end (coordinator/watch.cc); one byte per read cost an agent ~600 system
@@ -241,7 +254,7 @@ int agent_command(const std::vector<std::string>&) {
   plan.gpu_ids = record.gpus;
   bool planned = plan_launch(parsed.options, plan, errors);
   if (int code = slurm_grace ? slurm_grace->take(parsed.options) : -1; code >= 0) return code;
-  if (!planned) return 2;
+  if (!planned) return plan_failed(job, plan);
   plan.job_id = job.job_id;
   if (slurm) {
     // In a step Slurm signals every process, the workers too: its USR1 is theirs already, and

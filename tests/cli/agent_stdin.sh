@@ -2,7 +2,8 @@
 # starts"). The head starts it right after its host's connect and hands the job over once every
 # host is connected; when a host could not be, the head ends the agent's stdin first. So an agent
 # whose stdin ends before the job's first byte exits 0 in silence, having started nothing; a job
-# line that is cut short or is not a job is still a one-line error, exit code 2.
+# line that is cut short or is not a job is still a one-line error, exit code 2. A job whose
+# program is missing on the agent's host aborts the job through its rendezvous.
 source "$(dirname "$0")/common.sh"
 
 # No job at all: stdin ends at once (/dev/null), or after the head held it open a while.
@@ -25,5 +26,22 @@ for input in '{"endpoint":' 'not a job'; do
   grep -q '^mlrun: error: agent on .*: bad job description on stdin: ' "$T/err" ||
     fail "'$input': $(cat "$T/err")"
 done
+
+# A job whose program is missing on this host (a node-local path: the head has it): exit 2, and
+# the job is aborted through its rendezvous with the cause, at once, so that the other nodes do
+# not wait for this one's join until the head calls this agent lost.
+"$MLRUN" rdzv --host 127.0.0.1 --port 0 --new-token-file "$T/token" --job-id agent-job \
+  >"$T/rdzv.out" 2>"$T/rdzv.err" &
+rdzv=$!
+wait_until 10 test -s "$T/rdzv.out" || fail "mlrun rdzv did not start: $(cat "$T/rdzv.err")"
+endpoint=$(head -n1 "$T/rdzv.out")
+printf '{"endpoint":"%s","port":%s,"token":"%s","job_id":"agent-job","nnodes":2,"cwd":"%s","env":{},"args":["--no_python","%s"],"node_rank":1,"nproc":1}\n' \
+  "$endpoint" "${endpoint##*:}" "$(cat "$T/token")" "$T" "$T/missing-on-this-host" >"$T/job"
+run_agent <"$T/job"
+kill "$rdzv"
+wait "$rdzv" || true
+expect_rc 2
+expect_grep "$T/err" "^mlrun: error: .*missing-on-this-host"
+expect_grep "$T/rdzv.err" "job aborted by 127\.0\.0\.1:[0-9]+: \"node 1 \(.*\) cannot start: .*missing-on-this-host"
 assert_no_marker_left 5
-echo "ok: no job -> exit 0, silent; a broken job -> one error line, exit 2"
+echo "ok: no job -> exit 0, silent; a broken job -> one error line, exit 2; a missing program -> the job aborted"
