@@ -36,7 +36,8 @@ std::string temporary_base_dir() {
 int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifeline& lifeline,
                   int lifeline_fd, const std::function<void(const std::string&)>& gave_up) {
   auto give_up = [&](const std::string& why) {
-    error(why);
+    // One node of many (the head's own, an agent, whose lines reach the same terminal): which.
+    error(gave_up ? fmt::format("node {} ({}): {}", job.node_rank, plan.hostname, why) : why);
     if (gave_up) gave_up(why);
     return 1;
   };

@@ -85,7 +85,7 @@ unset MLRUN_RDZV_TOKEN
 run_mlrun --launcher sim -H "$MARKER-n0,$MARKER-n1,$MARKER-n2" --log_dir /proc/nonexistent/logs \
   "$T/hold.sh"
 expect_rc 1
-expect_grep "$T/err" "^mlrun: error: --log_dir /proc/nonexistent/logs: cannot create it"
+expect_grep "$T/err" "^mlrun: error: node [0-2] \\($MARKER-n[0-2]\\): --log_dir /proc/nonexistent/logs: cannot create it"
 expect_grep "$T/err" "^mlrun: job aborted: node [0-2] \($MARKER-n[0-2]\) cannot start: --log_dir /proc/nonexistent/logs: cannot create it"
 ! grep -q "lost: its agent exited" "$T/err" || fail "a node that cannot start was lost: $(cat "$T/err")"
 assert_no_marker_left

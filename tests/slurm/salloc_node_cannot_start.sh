@@ -10,7 +10,7 @@ in_t salloc -N2 -J "$MARKER" -Q timeout 120 "$MLRUN" --log_dir /proc/nonexistent
   --nproc_per_node=1 hostname >"$T/out" 2>&1 || rc=$?
 [ $rc -ne 124 ] || fail "the job did not end within 120 s: $(cat "$T/out")"
 [ $rc -eq 1 ] || fail "mlrun exited $rc, want 1: $(cat "$T/out")"
-expect_grep "$T/out" "^mlrun: error: --log_dir /proc/nonexistent/logs: cannot create it"
+expect_grep "$T/out" "^mlrun: error: node [01] \\(sn0[12]\\): --log_dir /proc/nonexistent/logs: cannot create it"
 expect_grep "$T/out" "^mlrun: job aborted: node [01] \(sn0[12]\) cannot start: --log_dir /proc/nonexistent/logs: cannot create it"
 expect_no_grep "$T/out" "srun step ended"
 expect_no_grep "$T/out" "^sn0[12]"
