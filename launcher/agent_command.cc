@@ -51,12 +51,7 @@ void abort_job(const NodeJob& job, const std::string& host, const std::string& w
 // missing here: node_errors), the others hear it now, as from a torchrun-style node
 // (launcher/run.cc), not when the head calls this agent lost.
 int plan_failed(const NodeJob& job, const LaunchPlan& plan) {
-  if (!plan.node_errors.empty()) {
-    std::string why = plan.node_errors.front();
-    if (plan.node_errors.size() > 1)
-      why += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
-    abort_job(job, host_name(), why);
-  }
+  if (!plan.node_errors.empty()) abort_job(job, host_name(), node_errors_reason(plan));
   return 2;
 }
 

@@ -268,6 +268,13 @@ void finish_plan(const Options& o, LaunchPlan& plan) {
 
 // Collects every user error of the command line (errors: the parser's) and of the environment,
 // and reports them together, before anything runs.
+std::string node_errors_reason(const LaunchPlan& plan) {
+  if (plan.node_errors.empty()) return "";
+  std::string why = plan.node_errors.front();
+  if (plan.node_errors.size() > 1) why += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
+  return why;
+}
+
 bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
   check_hosts(o, plan, errors);
   for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) errors.push_back(std::move(e));

@@ -88,6 +88,10 @@ bool on_hosts(const Options& o);
 /// every error together. Returns false when there was any.
 bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors);
 
+/// The first of plan.node_errors, with how many more there are: why this node cannot start, in
+/// the abort that tells the other nodes. Empty when there are none.
+std::string node_errors_reason(const LaunchPlan& plan);
+
 /// Chooses this node's interface for traffic toward `toward` (an address; the master's, or this
 /// host's own on the route to the other hosts) and sets plan.iface and plan.network_defaults.
 /// Returns a user error for an --iface that is not up here.

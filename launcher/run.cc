@@ -190,9 +190,7 @@ void tell_the_other_nodes(const Options& o, const LaunchPlan& plan) {
   RendezvousPlan r = plan_rendezvous(o, plan);
   const std::string who =
       o.rdzv_endpoint.empty() ? fmt::format("node {} ({})", o.node_rank, host_name()) : host_name();
-  std::string reason = fmt::format("{} cannot start: {}", who, plan.node_errors.front());
-  if (plan.node_errors.size() > 1)
-    reason += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
+  std::string reason = fmt::format("{} cannot start: {}", who, node_errors_reason(plan));
   const auto bound = std::min<std::chrono::milliseconds>(kTellBound, plan.rdzv.join_timeout);
   const std::string job_id =
       o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's, for these nodes.

@@ -17,7 +17,7 @@ namespace mlrun {
 /// nnodes, node rank); the rest of job comes from the plan. lifeline_fd: the head's lifeline
 /// (an agent's stdin), -1 for none. gave_up, when set, gets the error that ends this node
 /// before or outside its rendezvous (its log directory, its start), which nobody else would
-/// hear of: the head's own node aborts the job with it. Returns the exit code.
+/// hear of: the head's own node and an agent abort the job with it. Returns the exit code.
 int run_this_node(const Options& o, const LaunchPlan& plan, NodeJob job, Lifeline& lifeline,
                   int lifeline_fd,
                   const std::function<void(const std::string&)>& gave_up = nullptr);

@@ -1,6 +1,6 @@
 // Threads that take no process signal. Here, below every other part, because the rendezvous
 // server's own thread is one (rendezvous/server.cc) and the launcher's helpers are others
-// (worker/signals.h says why they must be).
+// (thread_without_signals says why they must be; worker/signals.h includes this).
 #pragma once
 
 #include <signal.h>
