@@ -55,6 +55,14 @@ int plan_failed(const NodeJob& job, const LaunchPlan& plan) {
   return 2;
 }
 
+// 126 and 127 are a shell's own exit codes for a command it could not run: over SSH they tell
+// the head that this agent never started (launcher/head.cc, agent_ended), and it says so at
+// once. A node whose job ended with one of them (a worker's "command not found") exits 1: the
+// job's code travels through the rendezvous, an agent's own is only the head's clue.
+int agent_exit_code(int code) {
+  return code == 126 || code == 127 ? 1 : code;
+}
+
 // An SSH agent's job: one JSON line on stdin. Read a block at a time: what follows the line (the
 // head sends nothing more) would be dropped unread by the lifeline's watcher anyway, which only
 // waits for stdin's end (coordinator/watch.cc); one byte per read cost an agent ~600 system
@@ -280,7 +288,7 @@ int agent_command(const std::vector<std::string>&) {
   // Through srun, an agent's non-zero exit makes Slurm kill every other agent at once
   // (--kill-on-bad-exit), before they have stopped their workers: the job's result travels
   // through the rendezvous, and a non-zero exit is left to an agent that could not take part.
-  return slurm ? 0 : code;
+  return slurm ? 0 : agent_exit_code(code);
 }
 
 }  // namespace mlrun

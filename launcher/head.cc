@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "launcher/plan.h"
 #include "transport/slurm_env.h"
 #include "transport/ssh_session.h"
 #include "worker/log.h"
@@ -212,6 +213,27 @@ bool LossReports::closed() const {
   return closed_;
 }
 
+namespace {
+
+// An agent's `exec` that its host's shell could not carry out: 127, the program (or a library
+// it needs) is not there; 126, it cannot be executed. An mlrun agent never exits with these
+// itself (agent_exit_code), so this one took no part, and nobody else will say so: it is lost
+// now, not after kLostGrace.
+bool shell_could_not_run(int exit_code) {
+  return exit_code == 126 || exit_code == 127;
+}
+
+std::string not_run_reason(int exit_code) {
+  return fmt::format("its agent did not start: its shell exited with code {}: {}", exit_code,
+                     exit_code == 127
+                         ? fmt::format("{} or a library it needs is missing there (every host "
+                                       "needs mlrun at the head's path)",
+                                       self_path())
+                         : fmt::format("{} is there but cannot be executed", self_path()));
+}
+
+}  // namespace
+
 struct RemoteAgents::State {
   struct Running {
     int node_rank;
@@ -312,8 +334,10 @@ struct RemoteAgents::State {
     std::string why = !exit.error.empty() ? exit.error
                       : !exit.signal.empty()
                           ? fmt::format("its agent was killed by SIG{}", exit.signal)
+                      : shell_could_not_run(exit.exit_code)
+                          ? not_run_reason(exit.exit_code)
                           : fmt::format("its agent exited with code {}", exit.exit_code);
-    if (exit.error.empty() && exit.signal.empty()) {
+    if (exit.error.empty() && exit.signal.empty() && !shell_could_not_run(exit.exit_code)) {
       exited.push_back({std::chrono::steady_clock::now() + kLostGrace, a.node_rank, a.host, why});
     } else {
       lost->report(a.node_rank, a.host, why);

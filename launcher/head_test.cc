@@ -1,16 +1,23 @@
 #include "launcher/head.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <mlrun/rendezvous.hpp>
+
+#include "launcher/plan.h"
 
 namespace mlrun {
 namespace {
@@ -134,6 +141,67 @@ TEST(RemoteAgents, AnAgentWithoutDescriptorsIsLostAndTheRelayEnds) {
   agents->finish(std::chrono::seconds(10));
   agents.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(5));
+}
+
+// An agent that has ended with an exit code: its pipes read end-of-file, its done descriptor is
+// readable for good.
+class AgentThatExited : public AgentProcess {
+ public:
+  explicit AgentThatExited(int code) : code_(code) {
+    for (auto* fds : {out_, err_, done_}) {
+      if (pipe(fds) != 0) throw std::runtime_error("pipe");
+      close(fds[1]);
+    }
+  }
+  ~AgentThatExited() override {
+    for (auto* fds : {out_, err_, done_}) close(fds[0]);
+  }
+  int stdout_fd() const override { return out_[0]; }
+  int stderr_fd() const override { return err_[0]; }
+  int done_fd() const override { return done_[0]; }
+  RemoteExit wait() override { return {code_, "", ""}; }
+  void stop() override {}
+
+ private:
+  int code_;
+  int out_[2], err_[2], done_[2];
+};
+
+// An agent whose shell could not run it (127: not found, 126: not executable) took no part, and
+// is lost at once, with the reason; one that exited by itself with another code is given
+// kLostGrace (5 s) for its own report through the rendezvous to end the job first. Before, the
+// shell's 127 waited the grace too and was lost as "its agent exited with code 127".
+TEST(RemoteAgents, AnAgentItsShellCouldNotRunIsLostAtOnce) {
+  auto agents = RemoteAgents::make(
+      "ssh", {"h0", "h1", "h2"},
+      [](std::size_t i, RemoteAgents::Agent) {
+        return std::make_unique<AgentThatExited>(i == 0 ? 127 : i == 1 ? 126 : 3);
+      },
+      "127.0.0.1");
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> lost;
+  agents->start({{0, "agent", ""}, {1, "agent", ""}, {2, "agent", ""}},
+                [&](int node, const std::string& host, const std::string& why) {
+                  std::lock_guard lock(mutex);
+                  lost.push_back(fmt::format("{} {}: {}", node, host, why));
+                  changed.notify_all();
+                });
+  std::unique_lock lock(mutex);
+  changed.wait_for(lock, std::chrono::seconds(2), [&] { return lost.size() >= 3; });
+  std::vector<std::string> early = lost;
+  lock.unlock();
+  agents->finish(std::chrono::seconds(10));
+  agents.reset();
+  std::sort(early.begin(), early.end());
+  ASSERT_EQ(early.size(), 2u) << fmt::format("{}", fmt::join(early, "\n"));
+  EXPECT_EQ(early[0], fmt::format("0 h0: its agent did not start: its shell exited with code "
+                                  "127: {} or a library it needs is missing there (every host "
+                                  "needs mlrun at the head's path)",
+                                  self_path()));
+  EXPECT_EQ(early[1], fmt::format("1 h1: its agent did not start: its shell exited with code "
+                                  "126: {} is there but cannot be executed",
+                                  self_path()));
 }
 
 // The head's teardown (launcher/launch_hosts.cc launch_on_hosts): an agent is lost at the moment

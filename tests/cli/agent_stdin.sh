@@ -27,21 +27,41 @@ for input in '{"endpoint":' 'not a job'; do
     fail "'$input': $(cat "$T/err")"
 done
 
+# mlrun rdzv serving a job of its own, for one agent: its endpoint in $endpoint, pid in $rdzv.
+start_rdzv() {
+  rm -f "$T/token"
+  "$MLRUN" rdzv --host 127.0.0.1 --port 0 --new-token-file "$T/token" --job-id "$1" \
+    >"$T/rdzv.out" 2>"$T/rdzv.err" &
+  rdzv=$!
+  wait_until 10 test -s "$T/rdzv.out" || fail "mlrun rdzv did not start: $(cat "$T/rdzv.err")"
+  endpoint=$(head -n1 "$T/rdzv.out")
+}
+# job_line JOB NNODES NODE_RANK ARGS_JSON: an agent's job line for that server.
+job_line() {
+  printf '{"endpoint":"%s","port":%s,"token":"%s","job_id":"%s","nnodes":%s,"cwd":"%s","env":{},"args":%s,"node_rank":%s,"nproc":1}\n' \
+    "$endpoint" "${endpoint##*:}" "$(cat "$T/token")" "$1" "$2" "$T" "$4" "$3"
+}
+
 # A job whose program is missing on this host (a node-local path: the head has it): exit 2, and
 # the job is aborted through its rendezvous with the cause, at once, so that the other nodes do
 # not wait for this one's join until the head calls this agent lost.
-"$MLRUN" rdzv --host 127.0.0.1 --port 0 --new-token-file "$T/token" --job-id agent-job \
-  >"$T/rdzv.out" 2>"$T/rdzv.err" &
-rdzv=$!
-wait_until 10 test -s "$T/rdzv.out" || fail "mlrun rdzv did not start: $(cat "$T/rdzv.err")"
-endpoint=$(head -n1 "$T/rdzv.out")
-printf '{"endpoint":"%s","port":%s,"token":"%s","job_id":"agent-job","nnodes":2,"cwd":"%s","env":{},"args":["--no_python","%s"],"node_rank":1,"nproc":1}\n' \
-  "$endpoint" "${endpoint##*:}" "$(cat "$T/token")" "$T" "$T/missing-on-this-host" >"$T/job"
+start_rdzv agent-job
+job_line agent-job 2 1 "[\"--no_python\",\"$T/missing-on-this-host\"]" >"$T/job"
 run_agent <"$T/job"
 kill "$rdzv"
 wait "$rdzv" || true
 expect_rc 2
 expect_grep "$T/err" "^mlrun: error: .*missing-on-this-host"
 expect_grep "$T/rdzv.err" "job aborted by 127\.0\.0\.1:[0-9]+: \"node 1 \(.*\) cannot start: .*missing-on-this-host"
+
+# A job whose worker exits 127 (a shell's "command not found"): the agent exits 1, since 126
+# and 127 are what a host's shell exits with when it cannot run the agent at all, which the
+# head reports at once as an agent that did not start (launcher/head.cc).
+start_rdzv shell-job
+job_line shell-job 1 0 '["--no_python","/bin/sh","-c","exit 127"]' >"$T/job"
+run_agent <"$T/job"
+kill "$rdzv"
+wait "$rdzv" || true
+expect_rc 1
 assert_no_marker_left 5
-echo "ok: no job -> exit 0, silent; a broken job -> one error line, exit 2; a missing program -> the job aborted"
+echo "ok: no job -> exit 0, silent; a broken job -> one error line, exit 2; a missing program -> the job aborted; a worker's 127 -> the agent's 1"
