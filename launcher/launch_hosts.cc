@@ -168,6 +168,9 @@ bool serve_head_rendezvous(const Options& o, const LaunchPlan& plan, const std::
     bool narrow = o.store == "mlrun" && !advertised.empty();
     rendezvous::ServerOptions so{narrow ? advertised : "0.0.0.0", 0, token, plan.job_id};
     so.torch_store = o.store == "mlrun";
+    // The nodes, this one among them, say an abort's reason as they learn of it; who sent it is
+    // for -vv.
+    so.log_client_aborts = log::enabled(log::Level::debug);
     // The running count of joined ranks, on the server's thread (launcher/join_progress.h).
     if (log::enabled(log::Level::info)) {
       so.on_join = [progress = std::make_shared<JoinProgress>(plan.world_size, began)](

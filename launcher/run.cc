@@ -239,6 +239,7 @@ bool serve_rendezvous(const Options& o, const LaunchPlan& plan, RendezvousPlan& 
   try {
     rendezvous::ServerOptions so{rdzv.listen_host, rdzv.port, rdzv.token, plan.job_id};
     so.torch_store = o.store == "mlrun";
+    so.log_client_aborts = log::enabled(log::Level::debug);  // This node says the reason.
     server.emplace(rendezvous::Server::start(std::move(so)));
   } catch (const rendezvous::ConnectionError& e) {
     // Joining by endpoint, several nodes may share the endpoint's host: the first to listen

@@ -324,7 +324,8 @@ void ServerCore::Impl::handle(const ConnPtr& c, Heartbeat&) {
 }
 
 void ServerCore::Impl::handle(const ConnPtr& c, Abort& r) {
-  if (!aborted_) log(fmt::format("job aborted by {}: {}", c->peer, quoted(r.reason)));
+  if (!aborted_ && options_.log_client_aborts)
+    log(fmt::format("job aborted by {}: {}", c->peer, quoted(r.reason)));
   reply(c, encode_reply(Op::kAbort, c->header.request_id, EmptyReply{}));
   abort(r.reason);
 }

@@ -41,6 +41,8 @@ took=$(($(date +%s) - start))
 [ "$took" -le 20 ] || fail "node 0 took $took s to end after node 1's failure"
 expect_grep "$T/err.0" "job aborted: node 1 \(.*\) cannot start: .*missing-on-node-1"
 [ ! -s "$T/out.0" ] || fail "a worker ran without its job: $(cat "$T/out.0")"
+# Node 0's server does not say it too (`mlrun rdzv: job aborted by ADDR: ...`): that is for -vv.
+[ "$(grep -c "node 1 (.*) cannot start" "$T/err.0")" -eq 1 ] || fail "node 0 said the abort $(grep -c "cannot start" "$T/err.0") times: $(cat "$T/err.0")"
 
 # 2. No node 0: node 1 tries for its bound (30 s, or join_timeout if shorter), then says the
 #    others may still wait.
@@ -88,5 +90,6 @@ expect_rc 1
 expect_grep "$T/err" "^mlrun: error: node [0-2] \\($MARKER-n[0-2]\\): --log_dir /proc/nonexistent/logs: cannot create it"
 expect_grep "$T/err" "^mlrun: job aborted: node [0-2] \($MARKER-n[0-2]\) cannot start: --log_dir /proc/nonexistent/logs: cannot create it"
 ! grep -q "lost: its agent exited" "$T/err" || fail "a node that cannot start was lost: $(cat "$T/err")"
+! grep -q "job aborted by" "$T/err" || fail "the head's server said the abort too: $(cat "$T/err")"
 assert_no_marker_left
 echo PASS

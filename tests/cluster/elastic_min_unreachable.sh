@@ -8,7 +8,8 @@ trap restore EXIT
 write_worker w.sh 'exec "$T/sleep" 120'
 
 CONF=last_call_timeout=1,heartbeat_interval=0.5,heartbeat_timeout=4,join_timeout=4
-start_node 1 2:3 --nproc_per_node=1 "$T/w.sh"
+# -vv: its server's line for the abort a client sent (the published reason) is a debug line.
+start_node 1 2:3 -vv --nproc_per_node=1 "$T/w.sh"
 wait_node 1 30
 [ "$RC" -ne 0 ] || fail "a job of one node with --nnodes=2:3 succeeded"
 expect_grep "$T/node1.out" '1 joined, at least 2 needed \(at most 3\); joined: "host1#[0-9a-f]+" from '"$NET_RE"'\.11:[0-9]+; waited for: 1 more node'

@@ -115,6 +115,10 @@ struct ServerOptions {
   std::function<void(std::string_view line)> log{};
   /// Called once, on the server's thread, when the job is aborted; the reason as given.
   std::function<void(std::string_view reason)> on_abort{};
+  /// Whether a client's abort is a log line (`job aborted by PEER: "REASON"`). A process that
+  /// says the abort itself when its nodes learn of it (mlrun's launcher, below -vv) turns it
+  /// off, so that the reason is not said twice.
+  bool log_client_aborts = true;
   /// Called on the server's thread each time a join group takes a member: the group's name,
   /// its members so far (1 to size), its size, and the sum of their weights (for the node
   /// group of Client::join_node: the ranks joined so far). A member that leaves before the
