@@ -47,11 +47,12 @@ void abort_job(const NodeJob& job, const std::string& host, const std::string& w
   }
 }
 
-// An agent whose plan failed: 2. Where the cause is this host's own (its program or a file
-// missing here: node_errors), the others hear it now, as from a torchrun-style node
-// (launcher/run.cc), not when the head calls this agent lost.
+// An agent whose plan failed: 2, and the others hear why now, as from a torchrun-style node
+// (launcher/run.cc), not when the head calls this agent lost. Every cause is this host's own:
+// its program or a file missing here (node_errors), or, since the head planned the same command
+// line without an error, its mlrun (another version's, that refuses an option).
 int plan_failed(const NodeJob& job, const LaunchPlan& plan) {
-  if (!plan.node_errors.empty()) abort_job(job, host_name(), node_errors_reason(plan));
+  abort_job(job, host_name(), first_error_reason(plan.errors));
   return 2;
 }
 
@@ -149,6 +150,11 @@ ParseResult agent_options(const transport::AgentJob& record, const NodeJob& job)
   std::vector<std::string> args = record.args;
   args.insert(args.begin(), fmt::format("--nproc_per_node={}", job.nproc));
   ParseResult parsed = parse_options(args);
+  // The head planned the same command line without an error: this host's mlrun is another.
+  for (auto& e : parsed.errors) {
+    e.message = fmt::format("this host's mlrun ({}) refuses the head's command line: {}",
+                            self_path(), e.message);
+  }
   if (record.grace.count() > 0) {
     parsed.options.grace_period = static_cast<double>(record.grace.count()) / 1000;
   }
@@ -252,7 +258,7 @@ int agent_command(const std::vector<std::string>&) {
   // The interface that reaches the head's rendezvous is the one the job's traffic takes.
   parsed.options.master_addr = rdzv_host;
   std::vector<std::string> errors;
-  for (auto& e : parsed.errors) errors.push_back(fmt::format("{}: {}", host_name(), e.message));
+  for (auto& e : parsed.errors) errors.push_back(e.message);
   LaunchPlan plan;
   plan.gpu_ids = record.gpus;
   bool planned = plan_launch(parsed.options, plan, errors);

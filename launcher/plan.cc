@@ -268,10 +268,10 @@ void finish_plan(const Options& o, LaunchPlan& plan) {
 
 // Collects every user error of the command line (errors: the parser's) and of the environment,
 // and reports them together, before anything runs.
-std::string node_errors_reason(const LaunchPlan& plan) {
-  if (plan.node_errors.empty()) return "";
-  std::string why = plan.node_errors.front();
-  if (plan.node_errors.size() > 1) why += fmt::format(" (and {} more)", plan.node_errors.size() - 1);
+std::string first_error_reason(const std::vector<std::string>& errors) {
+  if (errors.empty()) return "";
+  std::string why = errors.front();
+  if (errors.size() > 1) why += fmt::format(" (and {} more)", errors.size() - 1);
   return why;
 }
 
@@ -294,6 +294,7 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   plan_local_devices(o, plan, errors);
   for (const auto& e : errors) error(e);
   if (!errors.empty()) {
+    plan.errors = errors;
     if (usage == 0) plan.node_errors = std::move(errors);
     return false;
   }

@@ -48,6 +48,8 @@ struct LaunchPlan {
   // Set when plan_launch fails on errors of this node's own alone (its files, environment, GPUs,
   // interfaces); empty when the command line, which every node started alike shares, has one.
   std::vector<std::string> node_errors;
+  // Every error plan_launch said, in order: node_errors, or the command line's and the rest.
+  std::vector<std::string> errors;
 };
 
 /// Random bytes as lowercase hex (getrandom).
@@ -88,9 +90,9 @@ bool on_hosts(const Options& o);
 /// every error together. Returns false when there was any.
 bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors);
 
-/// The first of plan.node_errors, with how many more there are: why this node cannot start, in
-/// the abort that tells the other nodes. Empty when there are none.
-std::string node_errors_reason(const LaunchPlan& plan);
+/// The first of errors (plan.node_errors, plan.errors), with how many more there are: why this
+/// node cannot start, in the abort that tells the other nodes. Empty when there are none.
+std::string first_error_reason(const std::vector<std::string>& errors);
 
 /// Chooses this node's interface for traffic toward `toward` (an address; the master's, or this
 /// host's own on the route to the other hosts) and sets plan.iface and plan.network_defaults.

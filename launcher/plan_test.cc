@@ -42,6 +42,10 @@ TEST(PlanLaunch, CommandLineErrorsAreUsageErrors) {
   LaunchPlan flag = plan_of({"--nnodes=2", "--no-such-flag", "/bin/true"}, &ok);
   EXPECT_FALSE(ok);
   EXPECT_TRUE(flag.node_errors.empty());
+  // Said all the same, for an agent, which planned what its head planned without an error.
+  ASSERT_EQ(flag.errors.size(), 1u);
+  EXPECT_NE(flag.errors[0].find("--no-such-flag"), std::string::npos) << flag.errors[0];
+  EXPECT_EQ(conf.errors.size(), 2u);
 }
 
 // torchrun waits out join_timeout (600 s) for a second node that cannot reach a --standalone

@@ -190,7 +190,8 @@ void tell_the_other_nodes(const Options& o, const LaunchPlan& plan) {
   RendezvousPlan r = plan_rendezvous(o, plan);
   const std::string who =
       o.rdzv_endpoint.empty() ? fmt::format("node {} ({})", o.node_rank, host_name()) : host_name();
-  std::string reason = fmt::format("{} cannot start: {}", who, node_errors_reason(plan));
+  std::string reason =
+      fmt::format("{} cannot start: {}", who, first_error_reason(plan.node_errors));
   const auto bound = std::min<std::chrono::milliseconds>(kTellBound, plan.rdzv.join_timeout);
   const std::string job_id =
       o.rdzv_id.empty() ? "none" : o.rdzv_id;  // finish_plan's, for these nodes.

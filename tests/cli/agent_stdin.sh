@@ -54,6 +54,18 @@ expect_rc 2
 expect_grep "$T/err" "^mlrun: error: .*missing-on-this-host"
 expect_grep "$T/rdzv.err" "job aborted by 127\.0\.0\.1:[0-9]+: \"node 1 \(.*\) cannot start: .*missing-on-this-host"
 
+# A job line its mlrun refuses an option of (another version's than the head's, which planned
+# the same command line): exit 2, and the job is aborted with the cause, as above, instead of
+# the others waiting until the head calls this agent lost (5 s after its exit).
+start_rdzv flag-job
+job_line flag-job 2 1 '["--no-such-flag","--no_python","/bin/true"]' >"$T/job"
+run_agent <"$T/job"
+kill "$rdzv"
+wait "$rdzv" || true
+expect_rc 2
+expect_grep "$T/err" "^mlrun: error: this host's mlrun \($MLRUN\) refuses the head's command line: unknown option '--no-such-flag'"
+expect_grep "$T/rdzv.err" "the job was aborted: node 1 \([^)]*\) cannot start: this host's mlrun \($MLRUN\) refuses the head's command line: unknown option '--no-such-flag'"
+
 # A job whose worker exits 127 (a shell's "command not found"): the agent exits 1, since 126
 # and 127 are what a host's shell exits with when it cannot run the agent at all, which the
 # head reports at once as an agent that did not start (launcher/head.cc).
@@ -64,4 +76,4 @@ kill "$rdzv"
 wait "$rdzv" || true
 expect_rc 1
 assert_no_marker_left 5
-echo "ok: no job -> exit 0, silent; a broken job -> one error line, exit 2; a missing program -> the job aborted; a worker's 127 -> the agent's 1"
+echo "ok: no job -> exit 0, silent; a broken job -> one error line, exit 2; a missing program or an unknown option -> the job aborted; a worker's 127 -> the agent's 1"
