@@ -266,8 +266,6 @@ void finish_plan(const Options& o, LaunchPlan& plan) {
 
 }  // namespace
 
-// Collects every user error of the command line (errors: the parser's) and of the environment,
-// and reports them together, before anything runs.
 std::string first_error_reason(const std::vector<std::string>& errors) {
   if (errors.empty()) return "";
   std::string why = errors.front();
@@ -275,6 +273,8 @@ std::string first_error_reason(const std::vector<std::string>& errors) {
   return why;
 }
 
+// Collects every user error of the command line (errors: the parser's) and of the environment,
+// and reports them together, before anything runs.
 bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
   check_hosts(o, plan, errors);
   for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) errors.push_back(std::move(e));
