@@ -95,6 +95,12 @@ HostReport remote_section(const HostEntry& entry, const std::string& address, co
                                 : !ex.signal.empty() ? fmt::format("died of SIG{}", ex.signal)
                                                      : std::string("ended without a status"),
                                 why);
+    // Its shell could not run it (launcher/head.cc says the same of an agent).
+    if (ex.exit_code == 127) {
+      h.probe_error += " (every host needs mlrun at this path, with the libraries it links)";
+    } else if (ex.exit_code == 126) {
+      h.probe_error += " (it is there but cannot be executed)";
+    }
     return h;
   }
 }

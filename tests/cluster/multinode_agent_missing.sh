@@ -39,6 +39,13 @@ expect_no_grep "$T/err" "exited with code 127$"
 assert_no_job_left 15
 echo "ok: mlrun missing on host2: exit $RC after $took ms: $(grep -m1 'job aborted' "$T/err")"
 
+# `mlrun doctor` over the same hosts names host2 and the cause before any job does.
+RC=0
+(cd "$T" && exec "$MLRUN" doctor -H host1:1,host2:1) >"$T/out" 2>"$T/err" || RC=$?
+expect_rc_nonzero
+expect_grep "$T/out" "host2: probe failed: \`$T/bin/mlrun doctor --json\` there exited with 127: .*No such file or directory \(every host needs mlrun at this path, with the libraries it links\)"
+echo "ok: mlrun doctor: $(grep -m1 'host2: probe failed' "$T/out")"
+
 # The same below an interior agent of the launch tree (--tree_width 2: the head starts host1's
 # and host2's agents, host1's agent starts host3's): its parent says it, named.
 unhide
