@@ -96,10 +96,10 @@ HostReport remote_section(const HostEntry& entry, const std::string& address, co
                                                      : std::string("ended without a status"),
                                 why);
     // Its shell could not run it (launcher/head.cc says the same of an agent).
-    if (ex.exit_code == 127) {
-      h.probe_error += " (every host needs mlrun at this path, with the libraries it links)";
-    } else if (ex.exit_code == 126) {
-      h.probe_error += " (it is there but cannot be executed)";
+    if (shell_could_not_run(ex.exit_code)) {
+      h.probe_error += ex.exit_code == 127
+                           ? " (every host needs mlrun at this path, with the libraries it links)"
+                           : " (it is there but cannot be executed)";
     }
     return h;
   }

@@ -21,6 +21,7 @@
 #include "transport/agent_job.h"
 #include "transport/slurm.h"
 #include "transport/slurm_env.h"
+#include "transport/ssh_session.h"
 #include "transport/tree_agent.h"
 #include "worker/hardware.h"
 #include "worker/log.h"
@@ -56,12 +57,12 @@ int plan_failed(const NodeJob& job, const LaunchPlan& plan) {
   return 2;
 }
 
-// 126 and 127 are a shell's own exit codes for a command it could not run: over SSH they tell
-// the head that this agent never started (launcher/head.cc, agent_ended), and it says so at
-// once. A node whose job ended with one of them (a worker's "command not found") exits 1: the
-// job's code travels through the rendezvous, an agent's own is only the head's clue.
+// A shell's "could not run it" codes (126, 127: shell_could_not_run) tell the head over SSH
+// that this agent never started (launcher/head.cc, agent_ended), and it says so at once. A node
+// whose job ended with one of them (a worker's "command not found") exits 1: the job's code
+// travels through the rendezvous, an agent's own is only the head's clue.
 int agent_exit_code(int code) {
-  return code == 126 || code == 127 ? 1 : code;
+  return shell_could_not_run(code) ? 1 : code;
 }
 
 // An SSH agent's job: one JSON line on stdin. Read a block at a time: what follows the line (the

@@ -215,14 +215,8 @@ bool LossReports::closed() const {
 
 namespace {
 
-// An agent's `exec` that its host's shell could not carry out: 127, the program (or a library
-// it needs) is not there; 126, it cannot be executed. An mlrun agent never exits with these
-// itself (agent_exit_code), so this one took no part, and nobody else will say so: it is lost
-// now, not after kLostGrace.
-bool shell_could_not_run(int exit_code) {
-  return exit_code == 126 || exit_code == 127;
-}
-
+// An agent's `exec` that its host's shell could not carry out (shell_could_not_run): it took no
+// part, and nobody else will say so, so it is lost now, not after kLostGrace.
 std::string not_run_reason(int exit_code) {
   return fmt::format("its agent did not start: its shell exited with code {}: {}", exit_code,
                      exit_code == 127
@@ -331,13 +325,14 @@ struct RemoteAgents::State {
                                       : fmt::format("exit code {}", exit.exit_code));
     drain(a, buf, size);
     if (lost->closed()) return;
+    const bool exited_itself = exit.error.empty() && exit.signal.empty();
+    const bool not_run = exited_itself && shell_could_not_run(exit.exit_code);
     std::string why = !exit.error.empty() ? exit.error
                       : !exit.signal.empty()
                           ? fmt::format("its agent was killed by SIG{}", exit.signal)
-                      : shell_could_not_run(exit.exit_code)
-                          ? not_run_reason(exit.exit_code)
-                          : fmt::format("its agent exited with code {}", exit.exit_code);
-    if (exit.error.empty() && exit.signal.empty() && !shell_could_not_run(exit.exit_code)) {
+                      : not_run ? not_run_reason(exit.exit_code)
+                                : fmt::format("its agent exited with code {}", exit.exit_code);
+    if (exited_itself && !not_run) {
       exited.push_back({std::chrono::steady_clock::now() + kLostGrace, a.node_rank, a.host, why});
     } else {
       lost->report(a.node_rank, a.host, why);

@@ -72,6 +72,13 @@ struct RemoteExit {
   int status() const;
 };
 
+/// 126 and 127: what a shell exits with when it cannot run the command it was given (126: not
+/// executable; 127: not found, or a library it links is missing). An mlrun agent never exits
+/// with them itself (launcher/agent_command.cc), so to its head they mean it never ran.
+constexpr bool shell_could_not_run(int exit_code) {
+  return exit_code == 126 || exit_code == 127;
+}
+
 /// One connected and authenticated session. Move-only; used by one thread at a time.
 class SshSession {
  public:
