@@ -9,6 +9,7 @@ add_executable(mlrun_allreduce_sweep ${CMAKE_CURRENT_LIST_DIR}/bandwidth_main.cc
                                      ${CMAKE_CURRENT_LIST_DIR}/bandwidth.cc
                                      ${CMAKE_CURRENT_LIST_DIR}/nccl_sweep.cc
                                      ${PROJECT_SOURCE_DIR}/launcher/flags.cc
+                                     ${PROJECT_SOURCE_DIR}/launcher/option_env.cc
                                      ${PROJECT_SOURCE_DIR}/launcher/options.cc)
 target_compile_definitions(mlrun_allreduce_sweep PRIVATE MLRUN_SWEEP_PROGRAM)
 target_include_directories(mlrun_allreduce_sweep PRIVATE ${PROJECT_SOURCE_DIR})

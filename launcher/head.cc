@@ -151,9 +151,9 @@ HostPlan plan_hosts(const Options& o, const std::function<bool(const std::string
   if (!choose_hosts(o, allocation, list, plan)) return plan;
   int per_node = 0;
   if (o.nproc_given && !parse_integer(o.nproc_per_node, per_node, 1)) {
-    plan.errors.push_back(fmt::format(
-        "--nproc_per_node={}: give a number with --hostfile or -H (each host counts its own)",
-        o.nproc_per_node));
+    plan.errors.push_back(
+        fmt::format("{}: give a number with --hostfile or -H (each host counts its own)",
+                    as_given(o, "--nproc_per_node", o.nproc_per_node)));
     return plan;
   }
   int total = 0;

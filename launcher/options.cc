@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "launcher/flags.h"
+#include "launcher/option_env.h"
 
 namespace mlrun {
 namespace {
@@ -58,6 +59,18 @@ Apply int_in_range(int& field, int minimum, int maximum, Errors& e) {
 
 Apply text(std::string& field) {
   return [&field](const std::string&, const std::string& v) { field = v; };
+}
+
+// The hosts or their file: an empty value (`-H "$HOSTS"` with HOSTS unset) is an error, not a
+// silent one-node job on this machine.
+Apply not_empty(std::string& field, std::string_view what, Errors& e) {
+  return [&field, &e, what](const std::string&, const std::string& v) {
+    if (v.empty()) {
+      e.push_back(fmt::format("{} is empty (an unset variable?)", what));
+      return;
+    }
+    field = v;
+  };
 }
 
 // torchrun's comma list (parse_comma_list).
@@ -293,11 +306,11 @@ FlagTable mpirun_flags(Options& o, Errors& e) {
           {{"--hostfile", "--machinefile"},
            "FILE",
            "the hosts, one a line, with their slots",
-           text(o.hostfile)},
+           not_empty(o.hostfile, "--hostfile: the file name", e)},
           {{"--hosts", "--host", "-H"},
            "HOST[:SLOTS],...",
            "the hosts, on the command line",
-           text(o.hosts)},
+           not_empty(o.hosts, "-H: the host list", e)},
           {{"-np", "-n", "--np"},
            "N",
            "ranks in all, filling the hosts' slots in order",
@@ -427,105 +440,25 @@ void record_for_agents(Options& o, const Flag& flag, const std::string& value) {
   if (flag.takes_value()) o.node_args.push_back(value);
 }
 
-// Options read from the environment when they are not on the command line: torchrun's, from
-// PET_<OPTION> (its argparse `env` and `check_env` actions; --logs_specs and --numa_binding have
-// none), and the grace period from TORCH_ELASTIC_SHUTDOWN_TIMEOUT.
-constexpr std::string_view kPetOptions[] = {"--nnodes",
-                                            "--nproc_per_node",
-                                            "--rdzv_backend",
-                                            "--rdzv_endpoint",
-                                            "--rdzv_id",
-                                            "--rdzv_conf",
-                                            "--standalone",
-                                            "--max_restarts",
-                                            "--monitor_interval",
-                                            "--start_method",
-                                            "--role",
-                                            "--module",
-                                            "--no_python",
-                                            "--run_path",
-                                            "--log_dir",
-                                            "--redirects",
-                                            "--tee",
-                                            "--local_ranks_filter",
-                                            "--duplicate_stdout_filters",
-                                            "--duplicate_stderr_filters",
-                                            "--node_rank",
-                                            "--master_addr",
-                                            "--master_port",
-                                            "--local_addr",
-                                            "--signals_to_handle",
-                                            "--event_log_handler",
-                                            "--grace_period"};
-
-// "--nproc_per_node" -> "PET_NPROC_PER_NODE".
-std::string pet_name(std::string_view option) {
-  std::string out = "PET_";
-  for (char c : option.substr(2))
-    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// The variables an option is read from, first found wins: PET_<OPTION>, then any other name
-// torchrun reads it under.
-std::vector<std::string> env_names(std::string_view option) {
-  // mlrun's own option: only torch elastic's variable for the same period.
-  if (option == "--grace_period") return {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
-  std::vector<std::string> names{pet_name(option)};
-  // torchrun's launch_agent and its worker processes read the list here too.
-  if (option == "--signals_to_handle") names.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE");
-  return names;
-}
-
-void apply_environment(const FlagTable& table, Options& o, Errors& errors,
-                       const std::vector<const Flag*>& given, const GetEnv& getenv) {
-  for (auto option : kPetOptions) {
-    const Flag* flag = find_flag(table, option);
-    if (flag == nullptr || std::find(given.begin(), given.end(), flag) != given.end()) continue;
-    for (const auto& var : env_names(option)) {
-      const char* raw = getenv(var);
-      if (raw == nullptr) continue;
-      std::string value = raw;
-      std::size_t errors_before = errors.size();
-      if (!flag->takes_value()) {
-        // torchrun's check_env: bool(int(value)).
-        int n;
-        if (!parse_integer(value, n)) {
-          errors.push_back(fmt::format("{}={}: must be 0 or 1 (for {})", var, value, option));
-          break;
-        }
-        if (n == 0) break;
-      }
-      flag->apply(flag->names.front(), value);
-      record_for_agents(o, *flag, value);
-      // An error names the variable, not a flag the user never typed.
-      for (std::size_t i = errors_before; i < errors.size(); ++i) {
-        errors[i] = fmt::format("{} (from {})", errors[i], var);
-      }
-      o.sources.push_back({std::string(option), value, var});
-      break;
-    }
-  }
-}
-
 // The checks of the options as a whole, once every flag is applied.
 void check_options(const Options& o, Errors& errors) {
   if (o.program.empty()) {
     errors.push_back("no program to run (usage: mlrun [options] PROGRAM [ARGS...])");
   }
+  const std::string nnodes = as_given(o, "--nnodes", std::to_string(o.nnodes_max));
   if (o.node_rank >= o.nnodes_max) {
-    errors.push_back(
-        fmt::format("--node_rank={} must be less than --nnodes={}", o.node_rank, o.nnodes_max));
+    errors.push_back(fmt::format("{} must be less than {}",
+                                 as_given(o, "--node_rank", std::to_string(o.node_rank)), nnodes));
   }
   if (int n; parse_integer(o.nproc_per_node, n) &&
              static_cast<std::int64_t>(n) * o.nnodes_max > kMaxWorldSize) {
-    errors.push_back(fmt::format(
-        "--nproc_per_node={} --nnodes={}: a world of {} ranks is more than the limit of {}",
-        o.nproc_per_node, o.nnodes_max, static_cast<std::int64_t>(n) * o.nnodes_max,
-        kMaxWorldSize));
+    errors.push_back(fmt::format("{} {}: a world of {} ranks is more than the limit of {}",
+                                 as_given(o, "--nproc_per_node", o.nproc_per_node), nnodes,
+                                 static_cast<std::int64_t>(n) * o.nnodes_max, kMaxWorldSize));
   }
   if (o.module && o.no_python) {
-    errors.push_back("-m runs a Python module and cannot be used with --no_python");
+    errors.push_back(fmt::format("{} runs a Python module and cannot be used with {}",
+                                 as_given(o, "--module", ""), as_given(o, "--no_python", "")));
   }
 }
 
@@ -572,7 +505,11 @@ ParseResult parse_options(const std::vector<std::string>& args, const GetEnv& ge
     o.program = args[program];
     o.program_args.assign(args.begin() + static_cast<long>(program) + 1, args.end());
   }
-  if (getenv) apply_environment(table, o, errors, given, getenv);
+  if (getenv) {
+    apply_environment(
+        table, o, errors, given, getenv,
+        [&o](const Flag& flag, const std::string& value) { record_for_agents(o, flag, value); });
+  }
   if (!o.help && !o.version) check_options(o, errors);
   for (auto& e : errors) result.errors.push_back({std::move(e)});
   return result;

@@ -149,6 +149,15 @@ using GetEnv = std::function<const char*(const std::string& name)>;
 /// environment that agents need are added to node_args.
 ParseResult parse_options(const std::vector<std::string>& args, const GetEnv& getenv = nullptr);
 
+/// An option's setting as an error names it: "--nnodes=2" as typed, or "PET_NNODES=2" where it
+/// came from that variable (a Kubeflow pod's user never typed the flag); `value` where it was not
+/// set at all (its default). A flag without a value is its name alone.
+std::string as_given(const Options& o, std::string_view option, std::string_view value);
+
+/// " (from PET_NNODES)" where the option came from a variable, else "": for an error that names
+/// the option itself.
+std::string origin_note(const Options& o, std::string_view option);
+
 /// The table of `mlrun`'s flags, writing into o; a bad value appends to errors.
 FlagTable launch_flag_table(Options& o, std::vector<std::string>& errors);
 

@@ -179,8 +179,36 @@ TEST(Options, PetErrorsNameTheVariableAndRangesAreCheckedAfterIt) {
   ASSERT_EQ(r.errors.size(), 3u);
   EXPECT_NE(r.errors[0].message.find("PET_STANDALONE=yes"), std::string::npos);
   EXPECT_NE(r.errors[1].message.find("(from PET_MASTER_PORT)"), std::string::npos);
-  EXPECT_NE(r.errors[2].message.find("--node_rank=2 must be less than --nnodes=2"),
-            std::string::npos);
+  EXPECT_NE(r.errors[2].message.find("PET_NODE_RANK=2 must be less than PET_NNODES=2"),
+            std::string::npos)
+      << r.errors[2].message;
+}
+
+// A check of two options together names each as it was set: the flag, or the variable a
+// Kubeflow pod set for torchrun, which its user never typed.
+TEST(Options, CrossChecksNameWhereEachOptionCameFrom) {
+  auto r = parse_options({"--nnodes=2", "app"}, env_of({{"PET_NODE_RANK", "5"}}));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].message, "PET_NODE_RANK=5 must be less than --nnodes=2");
+  r = parse_options({"--no-python", "app"}, env_of({{"PET_MODULE", "1"}}));
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].message,
+            "PET_MODULE=1 runs a Python module and cannot be used with --no_python");
+  EXPECT_EQ(as_given(r.options, "--max_restarts", "0"), "--max_restarts=0");  // not set
+  EXPECT_EQ(origin_note(r.options, "--module"), " (from PET_MODULE)");
+  EXPECT_EQ(origin_note(r.options, "--no_python"), "");
+}
+
+// `-H "$HOSTS"` with HOSTS unset must not quietly become a one-node job on this machine.
+TEST(Options, AnEmptyHostListOrHostfileIsAnError) {
+  for (auto args : {std::vector<std::string>{"-H", "", "app"}, {"--hosts=", "app"}}) {
+    auto r = parse_options(args);
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_EQ(r.errors[0].message, "-H: the host list is empty (an unset variable?)");
+  }
+  auto r = parse_options({"--hostfile", "", "app"});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].message, "--hostfile: the file name is empty (an unset variable?)");
 }
 
 TEST(ParseInt, WholeBaseTenWithinBounds) {

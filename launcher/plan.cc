@@ -92,10 +92,20 @@ void check_hosts(const Options& o, LaunchPlan& plan, std::vector<std::string>& e
     errors.insert(errors.end(), plan.hosts.errors.begin(), plan.hosts.errors.end());
     // In an allocation --nnodes=N takes its first N nodes.
     bool nnodes_allowed = o.launcher == "slurm" && o.hostfile.empty() && o.hosts.empty();
-    if ((o.nnodes_max > 1 && !nnodes_allowed) || o.node_rank > 0 || !o.rdzv_endpoint.empty()) {
-      errors.push_back(
-          "--hostfile/-H start every node from here: --nnodes, --node_rank and "
-          "--rdzv_endpoint are for starting nodes one by one");
+    std::vector<std::string> one_by_one;  // as the user set them (PET_NNODES in a pod)
+    if (o.nnodes_max > 1 && !nnodes_allowed) {
+      one_by_one.push_back(as_given(o, "--nnodes", std::to_string(o.nnodes_max)));
+    }
+    if (o.node_rank > 0) {
+      one_by_one.push_back(as_given(o, "--node_rank", std::to_string(o.node_rank)));
+    }
+    if (!o.rdzv_endpoint.empty()) {
+      one_by_one.push_back(as_given(o, "--rdzv_endpoint", o.rdzv_endpoint));
+    }
+    if (!one_by_one.empty()) {
+      errors.push_back(fmt::format(
+          "--hostfile/-H start every node from here: {} {} for starting nodes one by one",
+          fmt::join(one_by_one, ", "), one_by_one.size() == 1 ? "is" : "are"));
     }
   }
   if (on_hosts(o)) {
@@ -108,9 +118,8 @@ void check_hosts(const Options& o, LaunchPlan& plan, std::vector<std::string>& e
   }
   if (o.nnodes_min != o.nnodes_max && on_hosts(o)) {
     errors.push_back(fmt::format(
-        "--nnodes={}:{}: elastic jobs are for nodes started one by one (torchrun style), not "
-        "--hostfile/-H",
-        o.nnodes_min, o.nnodes_max));
+        "{}: elastic jobs are for nodes started one by one (torchrun style), not --hostfile/-H",
+        as_given(o, "--nnodes", fmt::format("{}:{}", o.nnodes_min, o.nnodes_max))));
   }
 }
 
@@ -121,13 +130,13 @@ void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>&
   try {
     plan.nproc = resolve_nproc_per_node(o.nproc_per_node);
   } catch (const std::exception& e) {
-    node_errors.push_back(e.what());
+    node_errors.push_back(e.what() + origin_note(o, "--nproc_per_node"));
   }
   if (o.num_gpus > 0 && !on_hosts(o)) {
     // DeepSpeed's --num_gpus on one node: that many workers, on GPUs 0..N-1.
     if (o.nproc_given && plan.nproc != o.num_gpus) {
-      errors.push_back(fmt::format("--num_gpus={} and --nproc_per_node={} disagree", o.num_gpus,
-                                   o.nproc_per_node));
+      errors.push_back(fmt::format("--num_gpus={} and {} disagree", o.num_gpus,
+                                   as_given(o, "--nproc_per_node", o.nproc_per_node)));
     }
     plan.nproc = o.num_gpus;
     if (plan.gpu_ids.empty()) {
@@ -139,9 +148,9 @@ void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>&
   }
   if (o.standalone && o.nnodes_min > 1) {  // torchrun: a 600 s wait for nodes that cannot join
     errors.push_back(fmt::format(
-        "--standalone runs one node, its rendezvous on loopback where no other node can join, but "
-        "--nnodes asks for at least {}: drop --standalone and give every node --rdzv_endpoint",
-        o.nnodes_min));
+        "{} runs one node, its rendezvous on loopback where no other node can join, but {} asks "
+        "for more: drop --standalone and give every node --rdzv_endpoint",
+        as_given(o, "--standalone", ""), as_given(o, "--nnodes", "")));
   }
   if (!on_hosts(o) && (!o.include.empty() || !o.exclude.empty())) {
     errors.push_back(
@@ -152,8 +161,8 @@ void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>&
     if (o.nproc_per_node == "1") {
       plan.nproc = o.np;  // A single node: -np is the worker count.
     } else {
-      errors.push_back(fmt::format("-np {} does not match --nproc_per_node={} on one node", o.np,
-                                   o.nproc_per_node));
+      errors.push_back(fmt::format("-np {} does not match {} on one node", o.np,
+                                   as_given(o, "--nproc_per_node", o.nproc_per_node)));
     }
   }
 }
@@ -277,8 +286,12 @@ std::string first_error_reason(const std::vector<std::string>& errors) {
 // and reports them together, before anything runs.
 bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> errors) {
   check_hosts(o, plan, errors);
-  for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) errors.push_back(std::move(e));
-  plan.signals = make_signal_policy(o.signals_to_handle, errors);
+  for (auto& e : parse_rdzv_conf(o.rdzv_conf, plan.rdzv)) {
+    errors.push_back(e + origin_note(o, "--rdzv_conf"));
+  }
+  std::vector<std::string> signal_errors;
+  plan.signals = make_signal_policy(o.signals_to_handle, signal_errors);
+  for (auto& e : signal_errors) errors.push_back(e + origin_note(o, "--signals_to_handle"));
   // What follows the command line's own errors can differ from node to node (LaunchPlan::
   // node_errors): files, environment, GPUs, interfaces.
   std::vector<std::string> node_errors;

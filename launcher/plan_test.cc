@@ -1,5 +1,6 @@
 #include "launcher/plan.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,8 @@
 namespace mlrun {
 namespace {
 
-LaunchPlan plan_of(std::vector<std::string> args, bool* ok) {
-  ParseResult parsed = parse_options(args);
+LaunchPlan plan_of(std::vector<std::string> args, bool* ok, const GetEnv& getenv = nullptr) {
+  ParseResult parsed = parse_options(args, getenv);
   std::vector<std::string> errors;
   for (auto& e : parsed.errors) errors.push_back(e.message);
   LaunchPlan plan;
@@ -62,6 +63,36 @@ TEST(PlanLaunch, StandaloneRefusesAtLeastTwoNodes) {
   EXPECT_TRUE(ok);
   plan_of({"--standalone", "/bin/true"}, &ok);
   EXPECT_TRUE(ok);
+}
+
+// A PyTorchJob pod sets PET_* for torchrun: where mlrun refuses one with another option, the error
+// names the variable, not a flag the user never typed.
+TEST(PlanLaunch, ErrorsNameThePetVariablesTheyConcern) {
+  auto env = [](std::map<std::string, std::string> vars) -> GetEnv {
+    return [vars](const std::string& name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  bool ok = true;
+  LaunchPlan hosts = plan_of({"-H", "localhost:2", "/bin/true"}, &ok,
+                             env({{"PET_NPROC_PER_NODE", "auto"}, {"PET_NNODES", "2"}}));
+  EXPECT_FALSE(ok);
+  ASSERT_EQ(hosts.errors.size(), 2u);
+  EXPECT_EQ(hosts.errors[0],
+            "PET_NPROC_PER_NODE=auto: give a number with --hostfile or -H (each host counts its "
+            "own)");
+  EXPECT_EQ(hosts.errors[1],
+            "--hostfile/-H start every node from here: PET_NNODES=2 is for starting nodes one by "
+            "one");
+  LaunchPlan signals = plan_of({"/bin/true"}, &ok, env({{"PET_SIGNALS_TO_HANDLE", "SIGX"}}));
+  EXPECT_FALSE(ok);
+  ASSERT_EQ(signals.errors.size(), 1u);
+  EXPECT_NE(signals.errors[0].find("'SIGX' is not a signal"), std::string::npos);
+  EXPECT_NE(signals.errors[0].find("(from PET_SIGNALS_TO_HANDLE)"), std::string::npos);
+  LaunchPlan conf = plan_of({"/bin/true"}, &ok, env({{"PET_RDZV_CONF", "foo"}}));
+  ASSERT_EQ(conf.errors.size(), 1u);
+  EXPECT_EQ(conf.errors[0], "--rdzv_conf: 'foo' is not key=value (from PET_RDZV_CONF)");
 }
 
 }  // namespace

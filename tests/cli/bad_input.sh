@@ -32,7 +32,9 @@ expect_error "--nproc_per_node=two: must be a positive integer" --nproc_per_node
 expect_error "--nnodes=x: must be N or MIN:MAX" --nnodes=x "$T/ok.sh"
 expect_error "--max_restarts=-1" --max_restarts=-1 "$T/ok.sh"
 expect_error "--master_port=70000: must be a port" --master_port=70000 "$T/ok.sh"
-expect_error "--standalone runs one node, .*--nnodes asks for at least 2" --standalone --nnodes=2 "$T/ok.sh"
+expect_error "--standalone runs one node, .*--nnodes=2 asks for more" --standalone --nnodes=2 "$T/ok.sh"
+PET_STANDALONE=1 expect_error "PET_STANDALONE=1 runs one node, .*--nnodes=2 asks for more" --nnodes=2 "$T/ok.sh"
+expect_error "-H: the host list is empty" -H "" "$T/ok.sh"
 expect_error "no program to run" --nproc_per_node=2
 expect_error "no program to run"
 expect_error "-x MLRUN_CLI_UNSET_$$: no such variable" -x "MLRUN_CLI_UNSET_$$" "$T/ok.sh"
