@@ -26,6 +26,18 @@ namespace asio = boost::asio;
 // unit's main file, where GCC warns of such fields (-Wsubobject-linkage).
 namespace agent_detail {
 
+// waitpid's status word for what waitid saw.
+inline int wait_status_of(const siginfo_t& info) {
+  switch (info.si_code) {
+    case CLD_EXITED:
+      return (info.si_status & 0xff) << 8;
+    case CLD_DUMPED:
+      return info.si_status | 0x80;
+    default:  // CLD_KILLED
+      return info.si_status;
+  }
+}
+
 // One pipe of one worker, read on the loop.
 struct PipeReader {
   PipeReader(asio::io_context& io, int fd, StreamRoute route)
@@ -179,11 +191,19 @@ struct Agent::Impl final : SupervisorHooks {
     // waited for, each by its pid: this process may have other children whose ends are not its
     // loop's to take (an interior agent's simulated children, transport/local.h; the head's
     // lifeline), and a waitpid(-1) would take their exit statuses from their own waits.
+    //
+    // An ended worker is seen, not reaped (WNOWAIT): while it is a zombie its pid, the id of its
+    // process group, cannot be given to another process. The attempt's end kills every worker's
+    // group, early leavers' too (what they left in it); reaped at once, a pid reused by then
+    // would be another job's group (finish_pipes reaps them, after that kill).
     std::vector<std::pair<pid_t, int>> ended;
     for (const auto& w : supervisor.workers()) {
-      int status = 0;
       if (w.end != WorkerEnd::kRunning || w.pid <= 0) continue;
-      if (waitpid(w.pid, &status, WNOHANG) == w.pid) ended.emplace_back(w.pid, status);
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(w.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == w.pid) {
+        ended.emplace_back(w.pid, agent_detail::wait_status_of(info));
+      }
     }
     for (auto [pid, status] : ended) {
       for (auto& p : pipes) {
@@ -253,6 +273,10 @@ struct Agent::Impl final : SupervisorHooks {
       p.out->close();
       p.err->close();
       lifeline.untrack(p.pid);
+      // Its group was killed (Supervisor::end_attempt): the pid may go now (reap).
+      int status;
+      while (waitpid(p.pid, &status, WNOHANG) < 0 && errno == EINTR) {
+      }
       retired.push_back(std::move(p));
     }
     pipes.clear();

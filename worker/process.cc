@@ -466,10 +466,13 @@ BoundedRun BoundedChild::wait() {
   read_output(r);
   // The exit is awaited under the same deadline: a probe that closed its output may still hang.
   // Its end of output is normally its exit an instant before: look again soon, then less often.
+  // Seen, not reaped (WNOWAIT), until its group is killed below: a reaped pid could by then lead
+  // another process's group.
   auto pause = std::chrono::microseconds(100);
   while (!r.timed_out) {
-    pid_t done = waitpid(process_.pid, &r.status, WNOHANG);
-    if (done == process_.pid || (done < 0 && errno != EINTR)) break;
+    siginfo_t info{};
+    int seen = waitid(P_PID, static_cast<id_t>(process_.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if ((seen == 0 && info.si_pid == process_.pid) || (seen < 0 && errno != EINTR)) break;
     if (std::chrono::steady_clock::now() >= deadline_) {
       r.timed_out = true;
       break;
@@ -477,13 +480,10 @@ BoundedRun BoundedChild::wait() {
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
   }
-  if (r.timed_out) {
-    spawner_->signal_group(process_.pid, SIGKILL);
-    while (waitpid(process_.pid, &r.status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  // Whatever the probe left behind in its group goes too.
+  // Whatever the probe left behind in its group goes too (and the probe, when it timed out).
   spawner_->signal_group(process_.pid, SIGKILL);
+  while (waitpid(process_.pid, &r.status, 0) < 0 && errno == EINTR) {
+  }
   return r;
 }
 
