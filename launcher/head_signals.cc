@@ -29,9 +29,12 @@ struct HeadSignals::State {
   std::atomic<int> first{0};
   std::thread waiter;
 
+  std::chrono::steady_clock::time_point first_at;
+
   void on_stop_signal(int sig) {
     if (first != 0) {
-      if (sig != SIGINT) return;
+      // The same Ctrl-C twice (a wrapper passing it on) is not a second one (worker/supervisor.h).
+      if (sig != SIGINT || std::chrono::steady_clock::now() - first_at < kRepeatedSignal) return;
       // A second SIGINT: leave now. The SSH connections end with this process, and every agent
       // stops its workers when its connection to the head is gone.
       const char message[] = "mlrun: second SIGINT: exiting at once\n";
@@ -39,6 +42,7 @@ struct HeadSignals::State {
       std::_Exit(130);
     }
     first = sig;
+    first_at = std::chrono::steady_clock::now();
     std::string reason = fmt::format("interrupted: {} on the head", signal_name(sig));
     std::lock_guard lock(mutex);
     if (callback) {

@@ -24,6 +24,7 @@
 #include "transport/slurm_env.h"
 #include "worker/cgroup.h"
 #include "worker/hardware.h"
+#include "worker/log.h"
 #include "worker/net.h"
 
 namespace mlrun {
@@ -292,6 +293,9 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   std::vector<std::string> signal_errors;
   plan.signals = make_signal_policy(o.signals_to_handle, signal_errors);
   for (auto& e : signal_errors) errors.push_back(e + origin_note(o, "--signals_to_handle"));
+  if (leave_sighup_ignored(plan.signals)) {
+    log::debug("SIGHUP was ignored when mlrun started (nohup): it stays ignored");
+  }
   // What follows the command line's own errors can differ from node to node (LaunchPlan::
   // node_errors): files, environment, GPUs, interfaces.
   std::vector<std::string> node_errors;

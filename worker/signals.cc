@@ -75,6 +75,16 @@ SignalPolicy make_signal_policy(std::string_view list, std::vector<std::string>&
   return p;
 }
 
+bool leave_sighup_ignored(SignalPolicy& policy) {
+  struct sigaction now {};
+  if (sigaction(SIGHUP, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) != 0 ||
+      now.sa_handler != SIG_IGN) {
+    return false;
+  }
+  std::erase(policy.stop, SIGHUP);
+  return true;
+}
+
 void keep_forwarded_signals_harmless(const SignalPolicy& policy) {
   struct sigaction sa {};
   sa.sa_handler = do_nothing;

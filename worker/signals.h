@@ -10,6 +10,7 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,11 @@ namespace mlrun {
 
 /// torchrun 2.9's default --signals_to_handle.
 inline constexpr std::string_view kDefaultSignalsToHandle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+
+/// A SIGINT that comes sooner than this after the first stop signal is the same Ctrl-C delivered
+/// twice (the terminal sends it to its foreground group, and a wrapper in that group such as
+/// `timeout --foreground` passes its own on), not a second one, which kills at once.
+inline constexpr std::chrono::milliseconds kRepeatedSignal{200};
 
 struct SignalPolicy {
   std::vector<int> stop{SIGINT, SIGTERM, SIGHUP};  ///< Signals that end the job.
@@ -41,6 +47,14 @@ std::string signal_name(int sig);
 /// signal mlrun handles goes into errors, one message each.
 SignalPolicy make_signal_policy(std::string_view signals_to_handle,
                                 std::vector<std::string>& errors);
+
+/// Takes SIGHUP out of the policy when this process was started with it ignored (`nohup mlrun
+/// ...`, `trap '' HUP`): a handler or a signalfd's wait would undo what the user asked for, and
+/// the job would end with the terminal. It stays ignored, in the workers too. Only SIGHUP: a shell
+/// without job control starts `mlrun ... &` with SIGINT and SIGQUIT ignored by its own rule, not
+/// the user's, and its `kill -INT $!` must still stop the job (torchrun's handlers too ignore
+/// an inherited SIG_IGN). Returns whether SIGHUP was taken out.
+bool leave_sighup_ignored(SignalPolicy& policy);
 
 /// Gives the policy's forwarded signals a handler that does nothing, so that one arriving while
 /// no worker runs (before the first starts, after the last ended) cannot end the launcher by its

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "worker/log.h"
+#include "worker/signals.h"
 
 namespace mlrun {
 
@@ -147,10 +148,18 @@ void Supervisor::abort(int exit_code) {
 void Supervisor::on_signal(int sig) {
   if (finished_) return;
   if (interrupt_signal_ != 0 && sig == SIGINT) {
+    // One Ctrl-C can arrive twice: the terminal sends it to its foreground group, and a wrapper
+    // in that group passes its own on (`timeout --foreground`). Only a later one is a second.
+    if (hooks_.now() - interrupted_at_ < kRepeatedSignal) return;
+    fmt::print(stderr,
+               "mlrun: a second SIGINT: killing every worker now, without the grace period\n");
     stop_all(SIGKILL);
     return;
   }
-  if (interrupt_signal_ == 0) interrupt_signal_ = sig;
+  if (interrupt_signal_ == 0) {
+    interrupt_signal_ = sig;
+    interrupted_at_ = hooks_.now();
+  }
   stop_all(sig);
 }
 

@@ -146,6 +146,7 @@ class Supervisor {
   std::size_t running_ = 0;
   std::optional<std::size_t> first_failure_;
   int interrupt_signal_ = 0;
+  WallTime interrupted_at_;
   bool remote_failure_ = false;
   int remote_exit_code_ = 1;
   std::string plan_error_;

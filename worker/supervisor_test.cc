@@ -57,7 +57,8 @@ struct FakeHooks : SupervisorHooks {
   }
   void arm_timer(std::chrono::milliseconds d) override { armed.push_back(d); }
   void cancel_timer() override { ++cancelled; }
-  WallTime now() override { return WallTime{}; }
+  WallTime clock{};
+  WallTime now() override { return clock; }
 };
 
 struct SupervisorTest : ::testing::Test {
@@ -163,6 +164,11 @@ TEST_F(SupervisorTest, SignalIsForwardedAndSecondSigintKills) {
   s->start();
   s->on_signal(SIGINT);
   EXPECT_EQ(spawner.count(SIGINT), 2);
+  // The same Ctrl-C again an instant later (a wrapper passing it on) is not a second one.
+  hooks.clock += std::chrono::milliseconds(1);
+  s->on_signal(SIGINT);
+  EXPECT_EQ(spawner.count(SIGKILL), 0);
+  hooks.clock += kRepeatedSignal;
   s->on_signal(SIGINT);
   EXPECT_EQ(spawner.count(SIGKILL), 2);
   s->on_exit(100, killed(SIGKILL));

@@ -57,4 +57,40 @@ expect_rc 130
 # "At once": far sooner than the 300 s grace period.
 [ "$took" -lt 30000 ] || fail "the second SIGINT took $took ms"
 assert_no_marker_left 10
+
+# One Ctrl-C delivered twice, 50 ms apart (the terminal's and a wrapper's, as `timeout
+# --foreground` passes it on), is one: the workers' handlers get their grace period and finish.
+write_worker slow.sh '
+trap "\"\$T/sleep\" 1; echo clean >>\"\$T/got.\$RANK\"; exit 0" INT
+"$T/sleep" 1000 &
+touch "$T/up.$RANK"
+wait'
+rm -f "$T"/up.* "$T"/got.*
+start_mlrun --nproc_per_node=2 --grace_period=30 "$T/slow.sh"
+wait_until 60 all_up 2 || fail "the slow workers did not start"
+kill -INT "$MLRUN_PID"
+sleep 0.05
+kill -INT "$MLRUN_PID"
+wait_mlrun 60
+expect_rc 130
+for r in 0 1; do
+  [ "$(cat "$T/got.$r" 2>/dev/null)" = clean ] ||
+    fail "one SIGINT twice, 50 ms apart: rank $r did not finish its handler (SIGKILLed?)"
+done
+assert_no_marker_left 10
+
+# nohup: SIGHUP stays ignored, the job goes on to its end.
+write_worker brief.sh '
+trap "echo HUP >>\"\$T/got.\$RANK\"" HUP
+touch "$T/up.$RANK"
+"$T/sleep" 2'
+rm -f "$T"/up.* "$T"/got.*
+nohup "$MLRUN" --nproc_per_node=2 "$T/brief.sh" >"$T/out" 2>"$T/err" &
+MLRUN_PID=$!
+wait_until 60 all_up 2 || fail "nohup: the workers did not start"
+kill -HUP "$MLRUN_PID"
+wait_mlrun 60
+expect_rc 0
+[ "$(count_files "$T/got.*")" -eq 0 ] || fail "nohup: a worker got SIGHUP"
+assert_no_marker_left 10
 echo PASS
