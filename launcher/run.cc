@@ -325,8 +325,6 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
     on_hosts(o) ? print_host_plan(o, plan) : print_dry_run(o, plan);
     return 0;
   }
-  // A closed stdin would let the next descriptor opened take fd 0 and become rank 0's stdin.
-  if (fcntl(STDIN_FILENO, F_GETFD) < 0) open("/dev/null", O_RDONLY);
   // 3. The lifeline, forked while this process has one thread, cleans up if we are SIGKILLed.
   //    Before it, SIGUSR1/SIGUSR2 lose their default action (ending the process) in both.
   //    A head that runs no process here (Slurm; a hostfile that does not list this host;
@@ -395,6 +393,12 @@ constexpr Subcommand kSubcommands[] = {
 }  // namespace
 
 int mlrun_main(const std::vector<std::string>& args) {
+  // A closed 0, 1 or 2 (`mlrun ... >&- 2>&-`) would be taken by the next descriptor opened: a
+  // pipe to the lifeline or an eventfd would get the workers' output and mlrun's errors, a file
+  // rank 0's stdin. /dev/null holds each place, as a daemon's start does.
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (fcntl(fd, F_GETFD) < 0) open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+  }
   // Subcommands take the level from the environment (an error there is the launch's to report).
   log::init(log::choose_level("", 0, nullptr), host_name());
   if (!args.empty()) {

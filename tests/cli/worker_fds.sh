@@ -22,5 +22,19 @@ rm -f "$T"/fds.*
 run_mlrun -H localhost:2 --no_python "$T/list_fds.sh"
 expect_rc 0
 for r in 0 1; do check_fds "$T/fds.$r"; done
+
+# mlrun started with stdout and stderr closed: /dev/null holds both places, so no pipe or eventfd
+# of mlrun's takes them (a worker's lines went into the lifeline's pipe).
+write_worker wait_go.sh 'touch "$T/up.$RANK"; for _ in $(seq 200); do [ -e "$T/go" ] && exit 0; "$T/sleep" 0.05; done'
+"$MLRUN" --nproc_per_node=1 --no_python "$T/wait_go.sh" >&- 2>&- &
+MLRUN_PID=$!
+wait_until 30 test -e "$T/up.0" || fail "the worker of mlrun >&- 2>&- did not start"
+for fd in 1 2; do
+  target=$(readlink "/proc/$MLRUN_PID/fd/$fd" || true)
+  [ "$target" = /dev/null ] || fail "mlrun >&- 2>&-: its fd $fd is '$target', not /dev/null"
+done
+touch "$T/go"
+wait_mlrun 30
+expect_rc 0
 assert_no_marker_left
 echo PASS
