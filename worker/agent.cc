@@ -44,8 +44,10 @@ struct PipeReader {
       : stream(io, fd), output(std::move(route), kSummaryTailLines), idle(io) {}
   asio::posix::stream_descriptor stream;
   StreamOutput output;
-  // Shows an unfinished line (a prompt) once no byte has come for kPartialLineIdle.
+  // Shows an unfinished line (a prompt, a progress bar) kPartialLineIdle after its first byte not
+  // yet shown, even while more bytes of it come.
   asio::steady_timer idle;
+  bool idle_armed = false;
   bool open = true;
   char buffer[16384];
 
@@ -58,7 +60,7 @@ struct PipeReader {
       ssize_t n = ::read(stream.native_handle(), buffer, sizeof buffer);
       if (n > 0) {
         output.on_data({buffer, static_cast<std::size_t>(n)});
-        if (output.has_partial()) arm_idle();
+        if (output.has_partial() && !idle_armed) arm_idle();
       } else if (n == 0) {
         close();
       } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -69,19 +71,19 @@ struct PipeReader {
     }
   }
   void arm_idle() {
+    idle_armed = true;
     idle.expires_after(kPartialLineIdle);
     idle.async_wait([this](const boost::system::error_code& ec) {
-      if (ec || !open) return;
-      // The loop may have been held past the wait (a stopped agent, a busy machine, a slow
-      // reader of its own output) with the line's rest already in the pipe: read it first.
-      drain(4);
-      // A wait that came due while the loop was held is queued already when a read re-arms the
-      // timer, and Asio cannot take it back: it runs, and must not cut the line that read left
-      // unfinished a moment ago (cli.relay_stall lost a line so). Such a read has moved the
-      // timer's expiry on: only a wait still due shows the line, the re-armed one sees to it.
-      if (open && output.has_partial() && idle.expiry() <= std::chrono::steady_clock::now()) {
-        output.flush_partial();
+      if (ec || !open) {
+        idle_armed = false;
+        return;
       }
+      // The loop may have been held past the wait (a stopped agent, a busy machine, a slow
+      // reader of its own output) with the line's rest already in the pipe: read it first (no
+      // read re-arms the timer while this wait is armed, so it is the only one).
+      drain(4);
+      if (open && output.has_partial()) output.flush_partial();
+      idle_armed = false;
     });
   }
   void close() {

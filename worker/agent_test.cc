@@ -1,6 +1,7 @@
 // The node's loop (worker/agent.h) with a real spawner and real processes.
 #include "worker/agent.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -54,12 +55,24 @@ TEST(AgentLoop, TakesTheExitsOfItsWorkersAndOfNoOtherChild) {
   EXPECT_EQ(WEXITSTATUS(status), 7);
 }
 
-// An unfinished line is shown as it is once no byte has come for kPartialLineIdle. When the loop
-// is held past that wait (a stopped agent, a busy machine) while the line's rest and the start
-// of the next line come, the read that follows finishes the line, holds the next one and
-// re-arms the wait; the wait that came due meanwhile is queued already and runs all the same.
-// It cut the line the read had left a moment ago: "[0] cccc[0] dddd" (cli.relay_stall, under
-// TSan, lost a line so).
+// Callbacks that send every worker's stdout to fd, tagged "[0] ".
+AgentCallbacks stdout_to(int fd) {
+  AgentCallbacks callbacks;
+  callbacks.routes = [fd](int, const WorkerSpec&) {
+    WorkerRoutes r;
+    r.out.console_fd = fd;
+    r.out.prefix = "[0] ";
+    return r;
+  };
+  return callbacks;
+}
+
+// An unfinished line is shown as it is kPartialLineIdle after its first byte. When the loop is
+// held past that wait (a stopped agent, a busy machine) while the line's rest and the start of
+// the next line come, the wait reads them first: it finishes the line and shows the next one's
+// start, whose rest then goes on untagged. (When each read re-armed the wait, the one that came
+// due meanwhile ran all the same and cut the line a read had left a moment ago: "[0] cccc[0]
+// dddd"; cli.relay_stall, under TSan, lost a line so.)
 TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
   int console[2], go[2];
   ASSERT_EQ(pipe(console), 0);
@@ -67,13 +80,7 @@ TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
   boost::asio::io_context io;
   auto spawner = make_posix_spawner();
   Lifeline lifeline;
-  AgentCallbacks callbacks;
-  callbacks.routes = [&](int, const WorkerSpec&) {
-    WorkerRoutes r;
-    r.out.console_fd = console[1];
-    r.out.prefix = "[0] ";
-    return r;
-  };
+  AgentCallbacks callbacks = stdout_to(console[1]);
   Supervisor::Planner planner = [&](int) {
     WorkerSpec w;
     w.request.argv = {"/bin/sh", "-c",
@@ -109,6 +116,43 @@ TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
   close(go[1]);
   // "[0] aaaabbbb\n[0] ccccdddd\n"; "[0] aaaa[0] bbbb\n..." where the driver came late.
   EXPECT_TRUE(shown.ends_with("bbbb\n[0] ccccdddd\n")) << shown;
+}
+
+// A progress bar redraws its line ('\r') more often than kPartialLineIdle and ends it only when
+// done: the line is shown within kPartialLineIdle of its first byte, not once bytes stop coming
+// (which showed a tqdm bar only at its end).
+TEST(AgentLoop, AnUnfinishedLineIsShownWhileMoreOfItComes) {
+  int console[2];
+  ASSERT_EQ(pipe2(console, O_NONBLOCK), 0);
+  boost::asio::io_context io;
+  auto spawner = make_posix_spawner();
+  Lifeline lifeline;
+  AgentCallbacks callbacks = stdout_to(console[1]);
+  // At least 60 x 30 ms: 1.8 s before its newline.
+  Supervisor::Planner planner = [&](int) {
+    WorkerSpec w;
+    w.request.argv = {"/bin/sh", "-c",
+                      "i=0; while [ $i -lt 60 ]; do printf '\\rtick'; sleep 0.03; i=$((i+1)); "
+                      "done; echo"};
+    return std::vector<WorkerSpec>{w};
+  };
+  Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, callbacks);
+  std::string early;
+  std::thread watcher([&] {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1200);
+    char buf[256];
+    while (std::chrono::steady_clock::now() < until && early.find("tick") == std::string::npos) {
+      ssize_t n = read(console[0], buf, sizeof buf);
+      if (n > 0) early.append(buf, static_cast<std::size_t>(n));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  EXPECT_EQ(agent.run(), 0);
+  watcher.join();
+  close(console[0]);
+  close(console[1]);
+  EXPECT_NE(early.find("\r[0] tick"), std::string::npos)
+      << "nothing of the bar shown in its first 1.2 s: '" << early << "'";
 }
 
 // A head blocks its stop signals until its node's loop can take them (launcher/launch_hosts.cc).

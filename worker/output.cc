@@ -50,7 +50,13 @@ void LineSplitter::finish(const std::function<void(std::string_view)>& on_line) 
 void LineTail::push(std::string_view line) {
   if (capacity_ == 0) return;
   if (lines_.size() == capacity_) lines_.pop_front();
-  lines_.emplace_back(line);
+  if (line.size() <= kTailLineBytes) {
+    lines_.emplace_back(line);
+    return;
+  }
+  // One line of a megabyte would otherwise be the whole summary.
+  lines_.push_back(fmt::format("{}... ({} bytes more)", line.substr(0, kTailLineBytes),
+                               line.size() - kTailLineBytes));
 }
 
 bool write_all(int fd, std::string_view data) {
@@ -140,10 +146,24 @@ std::chrono::milliseconds console_stall() {
   return std::chrono::milliseconds(stall_ms.load());
 }
 
-bool console_write(int fd, std::string_view data) {
+namespace {
+std::atomic<const void*> mid_line_owner{nullptr};
+}  // namespace
+
+bool console_write(int fd, std::string_view data, const void* leaves_unfinished) {
   ConsoleState& st = console_state(fd);
   std::lock_guard hold(st.lock);
-  return console_write_locked(st, fd, data);
+  bool ok = console_write_locked(st, fd, data);
+  mid_line_owner = leaves_unfinished;
+  return ok;
+}
+
+const void* console_mid_line_owner() {
+  return mid_line_owner;
+}
+
+void console_line_ended() {
+  mid_line_owner = nullptr;
 }
 
 std::size_t console_dropped_lines() {
@@ -178,15 +198,31 @@ void StreamOutput::emit(std::string_view line, bool newline) {
   if (route_.retag) {
     pending_.append(route_.retag(line));
   } else {
-    pending_.append(route_.prefix);
-    pending_.append(line);
+    // Going on with the line this stream left unfinished on the console (flush_partial), where
+    // nothing came between: no tag in the middle of it. A '\r' redraws: the tag comes after it
+    // (so not before a line that starts with one), unless it ends the line ("\r\n").
+    bool goes_on = pending_.empty() && console_mid_line_owner() == this;
+    if (!goes_on && !(line.starts_with('\r') && line.size() > 1)) pending_.append(route_.prefix);
+    for (std::size_t at = 0; at < line.size();) {
+      std::size_t cr = line.find('\r', at);
+      if (cr == std::string_view::npos || cr + 1 == line.size() || route_.prefix.empty()) {
+        pending_.append(line.substr(at));
+        break;
+      }
+      pending_.append(line.substr(at, cr + 1 - at));
+      pending_.append(route_.prefix);
+      at = cr + 1;
+    }
   }
+  mid_line_ = !newline;
   if (newline) pending_.push_back('\n');
 }
 
 void StreamOutput::write_pending() {
   if (pending_.empty()) return;
-  if (!console_write(route_.console_fd, pending_)) route_.console_fd = -1;
+  if (!console_write(route_.console_fd, pending_, mid_line_ ? this : nullptr)) {
+    route_.console_fd = -1;
+  }
   pending_.clear();
 }
 

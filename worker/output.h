@@ -18,9 +18,14 @@ namespace mlrun {
 /// bounded whatever a worker prints.
 inline constexpr std::size_t kMaxLineBytes = 64 * 1024;
 
-/// How long an unfinished line waits for its newline before it is shown as it is, so that a
-/// prompt such as pdb's "(Pdb) " appears (StreamOutput::flush_partial, called by the agent).
+/// How long an unfinished line waits for its newline before it is shown as it is, counted from
+/// its first byte not yet shown, so that a prompt such as pdb's "(Pdb) " appears, and a progress
+/// bar that redraws itself with '\r' more often than this is still seen as it moves
+/// (StreamOutput::flush_partial, called by the agent).
 inline constexpr std::chrono::milliseconds kPartialLineIdle{100};
+
+/// The longest line the failure summary's tail keeps of a stderr line; the rest is counted.
+inline constexpr std::size_t kTailLineBytes = 1024;
 
 /// Splits a byte stream into lines (without the '\n').
 class LineSplitter {
@@ -73,7 +78,17 @@ std::chrono::milliseconds console_stall();
 /// Returns false once fd refuses (EPIPE, ...). Thread-safe: data reaches fd whole, never cut by
 /// another thread's call, and in writes of whole lines of at most PIPE_BUF bytes, which a pipe
 /// never interleaves with another process's writes.
-bool console_write(int fd, std::string_view data);
+/// `leaves_unfinished`: the writer whose line data leaves unfinished on the console (it does not
+/// end with a newline), which console_mid_line_owner() then names until the next write; nullptr
+/// when data ends its lines.
+bool console_write(int fd, std::string_view data, const void* leaves_unfinished = nullptr);
+
+/// The writer of the last console write when that write left its line unfinished, else nullptr.
+const void* console_mid_line_owner();
+
+/// The terminal's line ended outside console_write: the user typed a line at a prompt, which the
+/// terminal echoed. The next line is tagged again.
+void console_line_ended();
 
 /// Lines dropped by console_write in this process so far.
 std::size_t console_dropped_lines();
@@ -120,8 +135,10 @@ class StreamOutput {
   void on_eof();
   /// Whether an unfinished line is held (the agent then arms the kPartialLineIdle timer).
   bool has_partial() const { return splitter_.has_partial(); }
-  /// Shows the unfinished line now, tagged like a line and without a newline; its rest, when it
-  /// comes, is tagged again as a line of its own.
+  /// Shows the unfinished line now, tagged like a line and without a newline. Its rest, when it
+  /// comes, goes on from there untagged if nothing else was written to the console since;
+  /// otherwise it is tagged again as a line of its own. A '\r' inside a line (a progress bar
+  /// redrawing itself) is followed by the tag again, so the redrawn line keeps it.
   void flush_partial();
   const LineTail& tail() const { return tail_; }
 
@@ -132,6 +149,7 @@ class StreamOutput {
   LineSplitter splitter_;
   LineTail tail_;
   std::string pending_;
+  bool mid_line_ = false;  // The last console text of this stream had no newline.
 };
 
 }  // namespace mlrun

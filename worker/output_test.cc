@@ -83,6 +83,7 @@ TEST(StreamOutput, FlushesAnUnfinishedLineTaggedAndWithoutANewline) {
     out.flush_partial();
     EXPECT_FALSE(out.has_partial());
     out.flush_partial();  // Nothing held: nothing written.
+    console_line_ended();  // The user answered the prompt.
     out.on_data("42\nrest");
     out.on_eof();
     EXPECT_EQ(out.tail().lines(), (std::deque<std::string>{"line", "(Pdb) ", "42", "rest"}));
@@ -90,6 +91,42 @@ TEST(StreamOutput, FlushesAnUnfinishedLineTaggedAndWithoutANewline) {
   close(console[1]);
   EXPECT_EQ(read_all(console[0]), "[0] line\n[0] (Pdb) [0] 42\n[0] rest\n");
   close(console[0]);
+}
+
+// A progress bar (tqdm) redraws its line with '\r' and ends it only when done: each redraw keeps
+// the tag, and the parts shown before the line ends go on untagged where nothing came between.
+TEST(StreamOutput, AProgressBarKeepsItsTagAsItRedraws) {
+  int console[2];
+  ASSERT_EQ(pipe(console), 0);
+  {
+    StreamOutput bar(StreamRoute{console[1], "[0] ", -1, true}, 5);
+    StreamOutput other(StreamRoute{console[1], "[1] ", -1, false}, 5);
+    bar.on_data("  0%\r 10%");
+    bar.flush_partial();
+    bar.on_data("\r 20%");
+    bar.flush_partial();
+    bar.on_data("\r100%\nloading... ");
+    bar.flush_partial();
+    bar.on_data("done\nslow ");
+    bar.flush_partial();
+    other.on_data("hello\n");  // Another rank's line between: the rest is tagged again.
+    bar.on_data("end\r\n");    // A "\r\n" line end adds no tag.
+  }
+  close(console[1]);
+  EXPECT_EQ(read_all(console[0]),
+            "[0]   0%\r[0]  10%\r[0]  20%\r[0] 100%\n[0] loading... done\n[0] slow [1] hello\n"
+            "[0] end\r\n");
+  close(console[0]);
+}
+
+// One line of a megabyte on stderr would be the whole failure summary: the tail keeps its start.
+TEST(LineTail, KeepsTheStartOfAVeryLongLine) {
+  LineTail tail(2);
+  tail.push(std::string(kTailLineBytes + 100, 'x'));
+  tail.push("short");
+  ASSERT_EQ(tail.lines().size(), 2u);
+  EXPECT_EQ(tail.lines()[0], std::string(kTailLineBytes, 'x') + "... (100 bytes more)");
+  EXPECT_EQ(tail.lines()[1], "short");
 }
 
 // Two ranks' streams share one DuplicateLog (torchrun's filtered_stdout.log): the lines holding a

@@ -19,6 +19,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "worker/output.h"
+
 namespace mlrun {
 
 namespace asio = boost::asio;
@@ -92,6 +94,7 @@ struct TerminalForwarder::Impl {
     if (!foreground()) return wait_terminal();
     ssize_t n = ::read(tty.native_handle(), buffer, sizeof buffer);
     if (n > 0) {
+      console_line_ended();  // The terminal echoed what was typed at the prompt.
       if (sink) {
         pending.assign(buffer, static_cast<std::size_t>(n));
         write_sink();

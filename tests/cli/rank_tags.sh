@@ -65,5 +65,22 @@ expect_rc 0
   fail "--local_ranks_filter=1,2: stdout is $(paste -sd'|' "$T/out")"
 [ "$(sort "$T/err" | paste -sd'|')" = "[1] oops from 1|[2] oops from 2" ] ||
   fail "--local_ranks_filter=1,2: stderr is $(paste -sd'|' "$T/err")"
+
+# 4. A progress bar: '\r' redraws every 30 ms for 1.8 s and one newline at the end. It is seen
+# while it runs, each redraw tagged, on one node and through a head's relay (a simulated host).
+write_worker bar.sh '
+for i in $(seq 60); do printf "\rtick %d" "$i"; "$T/sleep" 0.03; done
+touch "$T/bar.end"; echo'
+bar_seen() { grep -q "tick" "$T/out"; }
+for how in "" "-H localhost:1 --launcher sim"; do
+  rm -f "$T/bar.end"
+  # shellcheck disable=SC2086
+  start_mlrun $how --nproc_per_node=1 "$T/bar.sh"
+  wait_until 30 bar_seen || fail "mlrun $how: no progress bar shown"
+  [ ! -e "$T/bar.end" ] || fail "mlrun $how: the bar was shown only once it ended"
+  wait_mlrun 30
+  expect_rc 0
+  grep -q $'\r\\[0\\] tick 60' "$T/out" || fail "mlrun $how: a redraw lost its tag: $(od -c "$T/out" | head -3)"
+done
 assert_no_marker_left
 echo PASS
