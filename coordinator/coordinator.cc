@@ -170,7 +170,16 @@ NodeOutcome NodeCoordinator::run(int lifeline_fd) {
   tick_.cancel();
   // Fixed-size: this node is done, not hung; closing the heartbeats' connection ends the
   // server's watch over it (the node may wait below for the others a while).
-  if (!elastic_) beat_.reset();
+  if (!elastic_ && beat_) {
+    if (close_watch_armed_) {
+      try {
+        beat_->node_watch(false);  // This node ends as it should: its close is no loss.
+      } catch (const rdzv::Error&) {
+        // Aborted, or the server is gone: nobody waits for this node's close then.
+      }
+    }
+    beat_.reset();
+  }
   // Without a wait for the watcher's thread (launcher/signal_relay.h).
   if (signal_watcher_) signal_watcher_->stop();
   wait_for_coordinator(code);

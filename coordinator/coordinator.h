@@ -99,6 +99,7 @@ class NodeCoordinator {
   void arm_tick();
   void tick();
   void send_node_beat();
+  void arm_close_watch();
   // "node 1 (host2)": who a fixed-size node's heartbeats name.
   std::string heartbeat_name(int node_rank) const;
   // How this node's own messages name it: heartbeat_name's form, or "host2 (no rank yet)" for a
@@ -125,6 +126,7 @@ class NodeCoordinator {
   // Heartbeats, in every multi-node job, on a connection of their own whose every request is
   // bounded by heartbeat_timeout (docs/multinode.md).
   std::optional<rdzv::Client> beat_;
+  bool close_watch_armed_ = false;  // node_watch(true) was accepted (watch.cc arm_close_watch)
   std::unique_ptr<JoinStrategy> join_;
   Environment base_;
   boost::asio::io_context io_;

@@ -71,6 +71,10 @@ struct NodeJob {
   bool publish_signals = false;
   /// Forwarded signals the head publishes reach this node's workers (nodes started by a head).
   bool watch_signals = false;
+  /// No head watches this node (torchrun style): the server is to take the close of its
+  /// heartbeats' connection for the node's loss until the node says it is done (node_watch), so
+  /// that the others do not wait for a killed node forever. A head reports its agents' ends.
+  bool lost_on_close = false;
   /// Appended to the reason of a stop signal here: who sends them ("sent by Slurm ...": an agent
   /// in a Slurm step, where only Slurm signals it).
   std::string signal_note;

@@ -104,8 +104,9 @@ void NodeCoordinator::send_node_beat() {
     if (!node_beats_work_) {
       log::debug("heartbeats as {} every {} ms; the server ends the job after {} ms without",
                  beat_name_, job_.heartbeat_interval.count(), job_.heartbeat_timeout.count());
+      node_beats_work_ = true;
+      if (job_.lost_on_close) arm_close_watch();
     }
-    node_beats_work_ = true;
   } catch (const rdzv::AbortedError&) {
     // The coordinator wakes with the abort too and ends this node.
   } catch (const rdzv::Error& e) {
@@ -119,6 +120,25 @@ void NodeCoordinator::send_node_beat() {
     }
     lost_here_ = true;
     abort_here(fmt::format("this node lost the rendezvous at {}: {}", job_.endpoint, e.what()), 1);
+  }
+}
+
+// No head will say that this node died: the server is to take the heartbeats' connection closing
+// for it (node_watch), until run() takes that back at the node's end. A server before protocol
+// 1.3 cannot: a killed node is then waited for as before (join_timeout, or for ever once joined).
+void NodeCoordinator::arm_close_watch() {
+  try {
+    beat_->node_watch(true);
+    close_watch_armed_ = true;
+  } catch (const rdzv::AbortedError&) {
+    // The coordinator wakes with the abort too and ends this node.
+  } catch (const rdzv::ConnectionError&) {
+    // The next heartbeat finds the server gone.
+  } catch (const rdzv::Error& e) {
+    log::debug(
+        "the rendezvous server at {} cannot watch this node's connection (protocol 1.3; "
+        "{}): the others would wait for it if it were killed",
+        job_.endpoint, e.what());
   }
 }
 

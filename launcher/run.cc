@@ -277,6 +277,8 @@ NodeJob node_job(const Options& o, const LaunchPlan& plan, const RendezvousPlan&
   job.nnodes = o.nnodes_max;
   job.node_rank = o.nnodes_max == 1 || o.rdzv_endpoint.empty() ? o.node_rank : -1;
   job.nproc = plan.nproc;
+  // No head reports this node's end: a SIGKILL here must not leave the others waiting for it.
+  job.lost_on_close = true;
   // One node: loopback unless told. Several: the user's --master_addr, else node 0's own
   // address on its route to the rendezvous (whichever node that turns out to be).
   job.master_addr = o.nnodes_max == 1 ? plan.master_addr : o.master_addr;

@@ -301,4 +301,10 @@ void Client::node_heartbeat(std::string_view who, std::chrono::milliseconds time
                               impl_->quick());
 }
 
+void Client::node_watch(bool close_is_loss) {
+  impl_->call_for<EmptyReply>("node watch", "",
+                              NodeWatch{static_cast<std::uint8_t>(close_is_loss ? 1 : 0)},
+                              impl_->quick());
+}
+
 }  // namespace mlrun::rendezvous

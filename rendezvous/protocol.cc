@@ -96,6 +96,9 @@ void write_body(Writer& w, const NodeHeartbeat& r) {
   w.str(r.who);
   w.u32(r.timeout_ms);
 }
+void write_body(Writer& w, const NodeWatch& r) {
+  w.u8(r.close_is_loss);
+}
 
 constexpr std::string_view kKeyTooLong = "key longer than kMaxKeyBytes";
 
@@ -206,6 +209,11 @@ bool read_body(Reader& r, NodeHeartbeat& out) {
   if (out.timeout_ms == 0) return r.fail(Status::kInvalidArgument, "heartbeat timeout of 0 ms");
   return true;
 }
+bool read_body(Reader& r, NodeWatch& out) {
+  if (!r.u8(out.close_is_loss)) return false;
+  if (out.close_is_loss > 1) return r.fail(Status::kInvalidArgument, "close_is_loss not 0 or 1");
+  return true;
+}
 
 template <typename T>
 bool parse_as(std::span<const std::uint8_t> payload, Request& out, Status* error,
@@ -225,7 +233,7 @@ bool parse_as(std::span<const std::uint8_t> payload, Request& out, Status* error
 
 bool is_known_op(std::uint8_t op) {
   return op >= static_cast<std::uint8_t>(Op::kHello) &&
-         op <= static_cast<std::uint8_t>(Op::kNodeHeartbeat);
+         op <= static_cast<std::uint8_t>(Op::kNodeWatch);
 }
 
 std::string_view op_name(Op op) {
@@ -258,6 +266,8 @@ std::string_view op_name(Op op) {
       return "member_heartbeat";
     case Op::kNodeHeartbeat:
       return "node_heartbeat";
+    case Op::kNodeWatch:
+      return "node_watch";
   }
   return "unknown";
 }
@@ -362,7 +372,8 @@ Op op_of(const Request& request) {
                                 Op::kAbort,
                                 Op::kElasticJoin,
                                 Op::kMemberHeartbeat,
-                                Op::kNodeHeartbeat};
+                                Op::kNodeHeartbeat,
+                                Op::kNodeWatch};
   static_assert(std::variant_size_v<Request> == std::size(kOps));
   return kOps[request.index()];
 }
@@ -404,6 +415,8 @@ bool parse_request(std::uint8_t op, std::span<const std::uint8_t> payload, Reque
       return parse_as<MemberHeartbeat>(payload, out, error, what);
     case Op::kNodeHeartbeat:
       return parse_as<NodeHeartbeat>(payload, out, error, what);
+    case Op::kNodeWatch:
+      return parse_as<NodeWatch>(payload, out, error, what);
   }
   *error = Status::kBadFrame;
   *what = "unknown op";

@@ -62,6 +62,8 @@ enum class Op : std::uint8_t {
   kMemberHeartbeat = 13,
   // Added in protocol 1.2 (additive too; a 1.1 server answers it "unknown op").
   kNodeHeartbeat = 14,
+  // Added in protocol 1.3 (additive too; a 1.2 server answers it "unknown op").
+  kNodeWatch = 15,
 };
 /// True for the request ops above.
 bool is_known_op(std::uint8_t op);
@@ -184,8 +186,16 @@ struct NodeHeartbeat {
   std::uint32_t timeout_ms = 0;
 };
 
-using Request = std::variant<Hello, Join, Set, Get, Add, CompareSet, Wait, Delete, Barrier,
-                             Heartbeat, Abort, ElasticJoin, MemberHeartbeat, NodeHeartbeat>;
+/// Whether closing this connection, whose node heartbeats the server watches, is the node's loss
+/// (docs/protocol.md, "Node heartbeats"): armed by a node that no head watches, disarmed before
+/// it closes the connection at its normal end.
+struct NodeWatch {
+  std::uint8_t close_is_loss = 0;
+};
+
+using Request =
+    std::variant<Hello, Join, Set, Get, Add, CompareSet, Wait, Delete, Barrier, Heartbeat, Abort,
+                 ElasticJoin, MemberHeartbeat, NodeHeartbeat, NodeWatch>;
 
 Op op_of(const Request& request);
 

@@ -100,6 +100,11 @@ TEST(Protocol, EveryRequestRoundTrips) {
   EXPECT_EQ(barrier.count, 64u);
   EXPECT_TRUE(std::holds_alternative<Heartbeat>(round_trip(Heartbeat{})));
   EXPECT_EQ(std::get<Abort>(round_trip(Abort{"rank 3 failed"})).reason, "rank 3 failed");
+  auto beat = std::get<NodeHeartbeat>(round_trip(NodeHeartbeat{"node 1 (h)", 300}));
+  EXPECT_EQ(beat.who, "node 1 (h)");
+  EXPECT_EQ(beat.timeout_ms, 300u);
+  EXPECT_EQ(std::get<NodeWatch>(round_trip(NodeWatch{1})).close_is_loss, 1);
+  EXPECT_EQ(std::get<NodeWatch>(round_trip(NodeWatch{0})).close_is_loss, 0);
 }
 
 template <typename Body>
@@ -235,7 +240,12 @@ TEST(Protocol, MalformedPayloadsAreBadFrames) {
   EXPECT_EQ(parse_status(0, ""), Status::kBadFrame);   // op 0
   EXPECT_EQ(parse_status(99, ""), Status::kBadFrame);  // unknown op
   EXPECT_FALSE(is_known_op(0));
-  EXPECT_FALSE(is_known_op(15));
+  EXPECT_FALSE(is_known_op(16));
+  const auto watch = static_cast<std::uint8_t>(Op::kNodeWatch);
+  EXPECT_TRUE(is_known_op(watch));
+  EXPECT_EQ(parse_status(watch, std::string(1, '\2')), Status::kInvalidArgument);
+  EXPECT_EQ(parse_status(watch, ""), Status::kBadFrame);
+  EXPECT_EQ(parse_status(watch, std::string(1, '\1')), Status::kOk);
   EXPECT_TRUE(is_known_op(static_cast<std::uint8_t>(Op::kMemberHeartbeat)));
   EXPECT_TRUE(is_known_op(static_cast<std::uint8_t>(Op::kNodeHeartbeat)));
   const auto node_beat = static_cast<std::uint8_t>(Op::kNodeHeartbeat);

@@ -267,8 +267,7 @@ void ServerCore::Impl::close(const ConnPtr& c) {
   c->deadline.cancel();
   c->wait_timer.cancel();
   conns_.erase(c.get());
-  // A node that closes its connection is no hung node: its end is the transport's to report.
-  node_beats_.erase(c.get());
+  node_closed(*c);
   if (auto it = heartbeat_conns_.find(c.get()); it != heartbeat_conns_.end()) {
     auto [name, member] = std::move(it->second);
     heartbeat_conns_.erase(it);

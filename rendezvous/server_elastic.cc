@@ -130,6 +130,34 @@ void ServerCore::Impl::handle(const ConnPtr& c, NodeHeartbeat& r) {
   reply(c, encode_reply(Op::kNodeHeartbeat, c->header.request_id, EmptyReply{}));
 }
 
+void ServerCore::Impl::handle(const ConnPtr& c, NodeWatch& r) {
+  auto it = node_beats_.find(c.get());
+  if (it == node_beats_.end()) {
+    reply(c, encode_error(static_cast<std::uint8_t>(Op::kNodeWatch), c->header.request_id,
+                          Status::kInvalidArgument, "no node heartbeat on this connection yet"));
+    return;
+  }
+  it->second.close_is_loss = r.close_is_loss != 0;
+  reply(c, encode_reply(Op::kNodeWatch, c->header.request_id, EmptyReply{}));
+}
+
+// A node that closes its connection is no hung node: its end is the transport's to report, where
+// there is one (a head). One that asked for it (node_watch) and did not take it back before its
+// close ended without a word: killed, crashed, its host gone.
+void ServerCore::Impl::node_closed(Conn& c) {
+  auto it = node_beats_.find(&c);
+  if (it == node_beats_.end()) return;
+  NodeLiveness n = std::move(it->second);
+  node_beats_.erase(it);
+  if (!n.close_is_loss || stopped_ || aborted_) return;
+  std::string why = fmt::format(
+      "{} lost: its connection to the rendezvous closed while the job ran, without a word (the "
+      "node was killed, crashed, or its host went down), last heard from at {}",
+      n.who, clock_text(n.wall));
+  log(why);
+  abort(why);
+}
+
 void ServerCore::Impl::maybe_close_round(const std::string& name) {
   auto it = elastic_.find(name);
   if (it == elastic_.end()) return;

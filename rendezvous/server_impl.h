@@ -182,6 +182,7 @@ struct LostMember {
 struct NodeLiveness {
   std::string who;
   std::uint32_t timeout_ms = 0;
+  bool close_is_loss = false;  // node_watch: the connection's close before a disarm loses it
   std::chrono::steady_clock::time_point at{};
   std::chrono::system_clock::time_point wall{};
 };
@@ -326,6 +327,8 @@ class ServerCore::Impl : public std::enable_shared_from_this<Impl> {
   void handle(const ConnPtr& c, ElasticJoin& r);
   void handle(const ConnPtr& c, MemberHeartbeat& r);
   void handle(const ConnPtr& c, NodeHeartbeat& r);
+  void handle(const ConnPtr& c, NodeWatch& r);
+  void node_closed(Conn& c);
   void handle(const ConnPtr&, Hello&) {}
 
   // Elastic groups.

@@ -479,6 +479,44 @@ TEST(Server, AnIncompleteJoinIsReportedWhileItWaits) {
       << all;
 }
 
+// A node that no head watches asks the server to take its heartbeats' connection closing for its
+// loss (a SIGKILL closes it like an end): the job is aborted naming it at once. One that takes
+// that back first closes without a word, as does one that never asked.
+TEST(Server, ANodeWatchedForItsCloseIsLostWhenItClosesUnannounced) {
+  LoopServer server(options());
+  Client waiter = Client::connect(server.endpoint(), kToken, quick());
+  {
+    Client before = Client::connect(server.endpoint(), kToken, quick());
+    EXPECT_THROW(before.node_watch(true), Error);  // no heartbeat on it yet
+  }
+  {
+    Client ends = Client::connect(server.endpoint(), kToken, quick());
+    ends.node_heartbeat("node 2 (host3)", 10s);
+    ends.node_watch(true);
+    ends.node_watch(false);
+  }
+  {
+    Client plain = Client::connect(server.endpoint(), kToken, quick());
+    plain.node_heartbeat("node 3 (host4)", 10s);
+  }
+  ASSERT_TRUE(server.wait_connections(1));
+  EXPECT_NO_THROW(waiter.heartbeat());
+  {
+    Client killed = Client::connect(server.endpoint(), kToken, quick());
+    killed.node_heartbeat("node 1 (host2)", 10s);
+    killed.node_watch(true);
+  }
+  try {
+    waiter.get("never-set", 20s);
+    FAIL() << "the get returned";
+  } catch (const AbortedError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("node 1 (host2) lost: its connection to the rendezvous closed"),
+              std::string::npos)
+        << what;
+  }
+}
+
 TEST(Server, NodeHeartbeatsKeepANodeThatBeats) {
   LoopServer server(options());
   Client waiter = Client::connect(server.endpoint(), kToken, quick());

@@ -321,6 +321,11 @@ class MLRUN_RDZV_EXPORT Client {
   /// node); closing the connection ends the watch. docs/protocol.md, "Node heartbeats". Throws
   /// AbortedError once the job is aborted, Error from a server that predates protocol 1.2.
   void node_heartbeat(std::string_view who, std::chrono::milliseconds timeout);
+  /// After node_heartbeat, for a node that no head watches: with close_is_loss, the server takes
+  /// this connection's close for the node's loss and aborts the job naming it (a node killed by
+  /// SIGKILL closes its connections like one that ended); a node takes it back (false) before
+  /// it closes the connection at its end. Throws Error from a server that predates protocol 1.3.
+  void node_watch(bool close_is_loss);
 
   /// Closes the connection; later calls throw ConnectionError.
   void close() noexcept;
