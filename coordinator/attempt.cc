@@ -207,8 +207,18 @@ void NodeCoordinator::publish_failure(const WorkerState& w, const std::deque<std
       for (int n = 0; n < nnodes_; ++n) control_.set(notify_key(attempt_, n), "fail");
     }
   } catch (const rdzv::Error& e) {
-    fmt::print(stderr, "mlrun: cannot tell the other nodes about the failure: {}\n", e.what());
+    cannot_report("tell the other nodes about the failure", e);
   }
+}
+
+// A failure or a result the others will never see (the server refused it: its memory cap, say)
+// would leave every node, this one too, waiting for it for ever: the job is aborted instead,
+// with the reason. An abort already under way, or a server gone, tells them without it.
+void NodeCoordinator::cannot_report(std::string_view what, const rdzv::Error& e) {
+  if (dynamic_cast<const rdzv::AbortedError*>(&e) != nullptr) return;  // the abort says why
+  fmt::print(stderr, "mlrun: cannot {}: {}\n", what, e.what());
+  if (dynamic_cast<const rdzv::ConnectionError*>(&e) != nullptr) return;
+  publish_abort(fmt::format("{} could not {}: {}", self_name(), what, e.what()));
 }
 
 // This node's group of the attempt ended: its result, counted so that the last one settles.
@@ -232,7 +242,7 @@ void NodeCoordinator::report_result(const AttemptResult& r) {
       control_.set(key(attempt_, "settled"), settled_value(count));
     }
   } catch (const rdzv::Error& e) {
-    fmt::print(stderr, "mlrun: cannot report node {}'s result: {}\n", node_rank_, e.what());
+    cannot_report("report its result", e);
   }
 }
 

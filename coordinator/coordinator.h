@@ -100,6 +100,7 @@ class NodeCoordinator {
   void tick();
   void send_node_beat();
   void arm_close_watch();
+  void cannot_report(std::string_view what, const rdzv::Error& e);
   // "node 1 (host2)": who a fixed-size node's heartbeats name.
   std::string heartbeat_name(int node_rank) const;
   // How this node's own messages name it: heartbeat_name's form, or "host2 (no rank yet)" for a
