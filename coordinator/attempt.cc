@@ -23,6 +23,8 @@ void NodeCoordinator::coordinate() {
   } catch (const rdzv::AbortedError& e) {
     bool interrupted = e.detail().rfind("interrupted", 0) == 0;
     abort_here(fmt::format("job aborted: {}", e.detail()), interrupted ? 130 : 1);
+  } catch (const rdzv::AuthError& e) {
+    abort_here(refusal_reason(job_, e), 1);
   } catch (const std::exception& e) {
     abort_here(e.what(), 1);
   }

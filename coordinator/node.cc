@@ -1,5 +1,8 @@
 #include "coordinator/node.h"
 
+#include <optional>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "coordinator/coordinator.h"
@@ -61,8 +64,23 @@ int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int
   std::unique_ptr<JobCgroup> cgroup = make_node_cgroup(job.job_id, lifeline);
   auto spawner = make_posix_spawner(cgroup.get());
   auto rendezvous = coordinator::make_tcp_connector(job.endpoint, job.token);
-  coordinator::NodeCoordinator node(job, hooks, *spawner, *rendezvous, lifeline);
-  return node.run(lifeline_fd).exit_code;
+  std::optional<coordinator::NodeCoordinator> node;
+  try {
+    node.emplace(job, hooks, *spawner, *rendezvous, lifeline);
+  } catch (const rendezvous::AuthError& e) {
+    throw std::runtime_error(refusal_reason(job, e));
+  }
+  return node->run(lifeline_fd).exit_code;
+}
+
+std::string refusal_reason(const NodeJob& job, const std::exception& refusal) {
+  // launcher/run.cc shared_token: nodes that name one server differently derive different ones.
+  if (job.token.rfind("mlrun-derived:", 0) != 0) return refusal.what();
+  return fmt::format(
+      "{} (this node's token is derived from --rdzv_id and the endpoint as written here, {}: "
+      "every node must write both alike, and 127.0.0.1, localhost and a host name differ; or give "
+      "every node the same MLRUN_RDZV_TOKEN)",
+      refusal.what(), job.endpoint);
 }
 
 int watch_job(const std::string& endpoint, const std::string& token, const std::string& job_id,

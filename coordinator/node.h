@@ -116,6 +116,10 @@ struct NodeHooks {
 /// its end-of-file (the head is gone) stops this node.
 int run_node(const NodeJob& job, const NodeHooks& hooks, Lifeline& lifeline, int lifeline_fd);
 
+/// The server's refusal of this node's token, and, where the token is derived from the job id
+/// and the endpoint as this node wrote them, why another node's may differ.
+std::string refusal_reason(const NodeJob& job, const std::exception& refusal);
+
 /// For a head that runs no workers itself: follows every attempt of a job of nnodes nodes to its
 /// end, printing summaries as a node would, and returns the job's exit code; an abort after one of
 /// signals' signals ends the watch with 128+N. signals' callback is the caller's to set.

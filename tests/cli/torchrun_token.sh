@@ -75,5 +75,19 @@ RC=0
 wait "$node0" || RC=$?
 expect_rc 143
 unset MLRUN_RDZV_TOKEN
+
+# Derived tokens of nodes that write one server two ways (127.0.0.1, localhost) differ: the
+# refused node says why and how to fix it.
+"$MLRUN" --nnodes=2 --node_rank=0 --master_addr=127.0.0.1 --master_port=$port --no_python \
+  --rdzv_conf join_timeout=20 "$T/hold.sh" >"$T/out.0" 2>"$T/err.0" &
+node0=$!
+wait_until 10 grep -q "serving the rendezvous" "$T/err.0" || fail "node 0 did not serve: $(cat "$T/err.0")"
+RC=0
+timeout 10 "$MLRUN" --nnodes=2 --node_rank=1 --master_addr=localhost --master_port=$port \
+  --no_python "$T/hold.sh" >"$T/out.1" 2>"$T/err.1" || RC=$?
+expect_rc 1
+expect_grep "$T/err.1" "refused: wrong token \(this node's token is derived from --rdzv_id and the endpoint as written here, localhost:$port: every node must write both alike"
+kill -TERM "$node0"
+wait "$node0" 2>/dev/null
 assert_no_marker_left
 echo PASS
