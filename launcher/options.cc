@@ -11,6 +11,7 @@
 
 #include "launcher/flags.h"
 #include "launcher/option_env.h"
+#include "rendezvous/endpoint.h"
 
 namespace mlrun {
 namespace {
@@ -168,6 +169,25 @@ Apply nnodes(Options& o, Errors& e) {
   };
 }
 
+// HOST:PORT or [V6]:PORT; a bare host takes torchrun's c10d port, 29400 (torchrun's
+// parse_rendezvous_endpoint), as `--rdzv_endpoint=$MASTER_ADDR` does there.
+Apply rdzv_endpoint(std::string& field, Errors& e) {
+  return [&field, &e](const std::string& f, const std::string& v) {
+    if (v.empty() || parse_endpoint(v)) {  // empty: none, as torchrun (PET_RDZV_ENDPOINT="")
+      field = v;
+      return;
+    }
+    std::size_t colons = static_cast<std::size_t>(std::count(v.begin(), v.end(), ':'));
+    std::string with_port = make_endpoint(v, kTorchrunRdzvPort);
+    if ((colons == 0 || (colons >= 2 && v.front() != '[')) && parse_endpoint(with_port)) {
+      field = with_port;
+      return;
+    }
+    bad(e, f, v,
+        "must be HOST:PORT, [IPV6]:PORT or a host (port 29400, as torchrun), the port 1-65535");
+  };
+}
+
 Apply port(int& field, Errors& e) {
   return [&field, &e](const std::string& f, const std::string& v) {
     if (!parse_integer(v, field, 0, 65535)) bad(e, f, v, "must be a port, 0-65535");
@@ -221,7 +241,7 @@ FlagTable torchrun_job_flags(Options& o, Errors& e) {
           {{"--rdzv_endpoint"},
            "HOST:PORT",
            "where the elastic rendezvous is served",
-           text(o.rdzv_endpoint)},
+           rdzv_endpoint(o.rdzv_endpoint, e)},
           {{"--rdzv_id"}, "ID", "the job's id in the rendezvous", text(o.rdzv_id)},
           {{"--rdzv_conf"},
            "KEY=VALUE,...",

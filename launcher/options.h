@@ -33,6 +33,9 @@ struct StreamSpec {
   int for_local_rank(int local_rank) const;
 };
 
+/// torchrun's port for an --rdzv_endpoint that names none (its c10d default).
+inline constexpr int kTorchrunRdzvPort = 29400;
+
 struct Options {
   // torchrun's flags.
   std::string nproc_per_node = "1";  ///< N, auto, gpu or cpu, as given.

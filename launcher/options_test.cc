@@ -199,6 +199,22 @@ TEST(Options, CrossChecksNameWhereEachOptionCameFrom) {
   EXPECT_EQ(origin_note(r.options, "--no_python"), "");
 }
 
+// torchrun takes a bare host for 29400 (its c10d port); a bad port is a usage error at once, not
+// a failed connect after the launch has begun.
+TEST(Options, RdzvEndpointTakesTorchrunsPortAndRefusesBadOnes) {
+  EXPECT_EQ(parse_options({"--rdzv_endpoint=node0", "app"}).options.rdzv_endpoint, "node0:29400");
+  EXPECT_EQ(parse_options({"--rdzv_endpoint=fe80::1", "app"}).options.rdzv_endpoint,
+            "[fe80::1]:29400");
+  EXPECT_EQ(parse_options({"--rdzv_endpoint=[::1]:5", "app"}).options.rdzv_endpoint, "[::1]:5");
+  EXPECT_EQ(parse_options({"--rdzv_endpoint=h:29500", "app"}).options.rdzv_endpoint, "h:29500");
+  EXPECT_TRUE(parse_options({"--rdzv_endpoint=", "app"}).errors.empty());  // none given
+  for (const char* bad : {"h:x", "h:99999", "h:0", "h:", ":29400"}) {
+    auto r = parse_options({std::string("--rdzv_endpoint=") + bad, "app"});
+    ASSERT_EQ(r.errors.size(), 1u) << bad;
+    EXPECT_NE(r.errors[0].message.find("must be HOST:PORT"), std::string::npos) << bad;
+  }
+}
+
 // `-H "$HOSTS"` with HOSTS unset must not quietly become a one-node job on this machine.
 TEST(Options, AnEmptyHostListOrHostfileIsAnError) {
   for (auto args : {std::vector<std::string>{"-H", "", "app"}, {"--hosts=", "app"}}) {
