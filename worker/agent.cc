@@ -2,6 +2,7 @@
 
 #include <utility>  // Boost 1.74's Asio headers use std::exchange without including it.
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,9 +71,9 @@ struct PipeReader {
       }
     }
   }
-  void arm_idle() {
+  void arm_idle(std::chrono::milliseconds after = kPartialLineIdle) {
     idle_armed = true;
-    idle.expires_after(kPartialLineIdle);
+    idle.expires_after(after);
     idle.async_wait([this](const boost::system::error_code& ec) {
       if (ec || !open) {
         idle_armed = false;
@@ -80,9 +81,17 @@ struct PipeReader {
       }
       // The loop may have been held past the wait (a stopped agent, a busy machine, a slow
       // reader of its own output) with the line's rest already in the pipe: read it first (no
-      // read re-arms the timer while this wait is armed, so it is the only one).
+      // read arms the timer while this wait is armed, so it is the only one). A pipe that still
+      // holds more after that is read on by the loop, and looked at again shortly: a line is
+      // shown unfinished only when nothing more of it has come.
       drain(4);
-      if (open && output.has_partial()) output.flush_partial();
+      if (open && output.has_partial()) {
+        pollfd p{stream.native_handle(), POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0) {
+          return arm_idle(std::chrono::milliseconds(10));
+        }
+        output.flush_partial();
+      }
       idle_armed = false;
     });
   }
