@@ -173,7 +173,10 @@ Apply nnodes(Options& o, Errors& e) {
 // parse_rendezvous_endpoint), as `--rdzv_endpoint=$MASTER_ADDR` does there.
 Apply rdzv_endpoint(std::string& field, Errors& e) {
   return [&field, &e](const std::string& f, const std::string& v) {
-    if (v.empty() || parse_endpoint(v)) {  // empty: none, as torchrun (PET_RDZV_ENDPOINT="")
+    // Empty: none, as torchrun (PET_RDZV_ENDPOINT=""). Port 0: any free one, as torchrun's
+    // --standalone writes it (localhost:0).
+    bool any_port = v.ends_with(":0") && parse_endpoint(v.substr(0, v.size() - 1) + "1");
+    if (v.empty() || any_port || parse_endpoint(v)) {
       field = v;
       return;
     }
@@ -184,7 +187,7 @@ Apply rdzv_endpoint(std::string& field, Errors& e) {
       return;
     }
     bad(e, f, v,
-        "must be HOST:PORT, [IPV6]:PORT or a host (port 29400, as torchrun), the port 1-65535");
+        "must be HOST:PORT, [IPV6]:PORT or a host (port 29400, as torchrun), the port 0-65535");
   };
 }
 

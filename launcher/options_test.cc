@@ -208,7 +208,10 @@ TEST(Options, RdzvEndpointTakesTorchrunsPortAndRefusesBadOnes) {
   EXPECT_EQ(parse_options({"--rdzv_endpoint=[::1]:5", "app"}).options.rdzv_endpoint, "[::1]:5");
   EXPECT_EQ(parse_options({"--rdzv_endpoint=h:29500", "app"}).options.rdzv_endpoint, "h:29500");
   EXPECT_TRUE(parse_options({"--rdzv_endpoint=", "app"}).errors.empty());  // none given
-  for (const char* bad : {"h:x", "h:99999", "h:0", "h:", ":29400"}) {
+  // torchrun's --standalone endpoint: any free port.
+  EXPECT_EQ(parse_options({"--rdzv_endpoint=localhost:0", "app"}).options.rdzv_endpoint,
+            "localhost:0");
+  for (const char* bad : {"h:x", "h:99999", "h:-1", "h:", ":29400", ":0"}) {
     auto r = parse_options({std::string("--rdzv_endpoint=") + bad, "app"});
     ASSERT_EQ(r.errors.size(), 1u) << bad;
     EXPECT_NE(r.errors[0].message.find("must be HOST:PORT"), std::string::npos) << bad;
