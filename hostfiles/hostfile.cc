@@ -34,11 +34,27 @@ struct Mention {
   int max_slots = 0;
 };
 
+// A message quotes the file's own bytes: a control byte (an escape sequence in a file, or a
+// binary one) is written \xNN, so no hostfile can move the cursor or fake a line of output.
+std::string terminal_safe(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 class Errors {
  public:
   Errors(std::string_view file, std::vector<HostfileError>* out) : file_(file), out_(out) {}
   void at(int line, std::string message) {
-    out_->push_back({std::string(file_), line, std::move(message)});
+    out_->push_back({std::string(file_), line, terminal_safe(message)});
   }
   std::string_view file() const { return file_; }
 
@@ -350,6 +366,14 @@ HostList finish(Merger& merger, std::vector<HostfileError>* errors, std::string_
   std::stable_sort(list.errors.begin(), list.errors.end(),
                    [](const HostfileError& a, const HostfileError& b) { return a.line < b.line; });
   if (!list.errors.empty()) list.hosts.clear();
+  // A binary file given by mistake has an error on every "line": the first ones say enough.
+  if (list.errors.size() > kMaxHostfileErrors) {
+    std::size_t more = list.errors.size() - kMaxHostfileErrors;
+    list.errors.resize(kMaxHostfileErrors);
+    list.errors.push_back(
+        {std::string(source), 0,
+         fmt::format("{} more error{} not shown (is it a hostfile?)", more, more == 1 ? "" : "s")});
+  }
   return list;
 }
 

@@ -38,6 +38,9 @@ struct HostEntry {
 };
 
 /// One user error: "file:line: what". line is 0 when the error concerns no one line.
+/// The errors of one hostfile said at most; the rest are counted in one more line.
+inline constexpr std::size_t kMaxHostfileErrors = 20;
+
 struct HostfileError {
   std::string file;
   int line = 0;

@@ -43,6 +43,25 @@ std::string only_error(std::string_view text) {
   return list.errors.empty() ? "" : format_error(list.errors[0]);
 }
 
+// A hostfile's own bytes in a message are made harmless: an escape sequence is shown, not run.
+TEST(Hostfile, ControlBytesInAnErrorAreShownEscaped) {
+  auto list = parse_hostfile("node\x1b[2K\x1b[1A slots=2\n", "esc.txt");
+  ASSERT_EQ(list.errors.size(), 1u);
+  std::string m = format_error(list.errors[0]);
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
+  EXPECT_NE(m.find("\\x1b[2K"), std::string::npos) << m;
+}
+
+// A binary file given as the hostfile: twenty errors and a count, not one for each "line".
+TEST(Hostfile, ABinaryFileGetsTwentyErrorsAndACount) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "h slots=x\n";
+  auto list = parse_hostfile(text, "bin");
+  ASSERT_EQ(list.errors.size(), kMaxHostfileErrors + 1);
+  EXPECT_EQ(format_error(list.errors.back()), "bin: 80 more errors not shown (is it a hostfile?)");
+  EXPECT_EQ(list.errors[0].line, 1);
+}
+
 TEST(Hostfile, OpenMpiLines) {
   auto list = parse_hostfile(
       "a slots=4 max_slots=8\n"
@@ -236,8 +255,8 @@ TEST(Hostfile, EachErrorNamesTokenAndWhy) {
             "h.txt:1: ^a: Open MPI's exclusion lines are not supported; use --exclude");
   EXPECT_EQ(only_error("+n0"), "h.txt:1: +n0: Open MPI's relative-node lines are not supported");
   EXPECT_EQ(only_error(std::string("a\x01")),
-            "h.txt:1: a\x01: byte 0x01 is not allowed in a "
-            "host name");
+            "h.txt:1: a\\x01: byte 0x01 is not allowed in a "
+            "host name");  // the byte itself escaped
 }
 
 TEST(Hostfile, EveryBadLineIsReportedInFileOrderAndNoHostsSurvive) {

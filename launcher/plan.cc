@@ -355,8 +355,9 @@ std::string error_file(const std::string& dir, int attempt, int rank) {
 void print_option_sources(const Options& o) {
   fmt::print("options (any other has its default):\n");
   for (const auto& src : o.sources) {
+    // Quoted where it must be: a value with a newline could fake a line of the plan.
     std::string setting =
-        src.value.empty() ? src.option : fmt::format("{}={}", src.option, src.value);
+        src.value.empty() ? src.option : fmt::format("{}={}", src.option, shell_word(src.value));
     fmt::print("  {:<36} from {}\n", setting, src.origin);
   }
 }
@@ -392,11 +393,17 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
     if (auto where = describe_placement(plan, lr); !where.empty()) {
       fmt::print("    (bound: {})\n", where);
     }
-    for (const auto& kv : worker_environment(empty, g, lr, error_file("LOG_DIR", 0, lr))) {
+    // The error file of the global rank, under --log_dir, else under the directory made at
+    // launch; the master port, when not given, is chosen at launch too.
+    std::string errors =
+        error_file(o.log_dir.empty() ? "LOG_DIR" : o.log_dir, 0, g.rank_offset + lr);
+    for (const auto& kv : worker_environment(empty, g, lr, errors)) {
       auto eq = kv.find('=');
       std::string name = kv.substr(0, eq);
       if (name == "MLRUN_RDZV_TOKEN") {
         fmt::print("    MLRUN_RDZV_TOKEN=(secret)\n");
+      } else if (name == "MASTER_PORT" && o.master_port == 0) {
+        fmt::print("    MASTER_PORT=(chosen at launch)\n");
       } else {
         fmt::print("    {}={}\n", shell_word(name), shell_word(kv.substr(eq + 1)));
       }
