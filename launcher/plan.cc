@@ -379,6 +379,8 @@ void print_dry_run(const Options& o, const LaunchPlan& plan) {
   g.node_rank = o.node_rank;
   g.rank_offset = o.node_rank * plan.nproc;
   g.master_port = o.master_port;
+  // One node's store is mlrun's server on loopback (NodeCoordinator::master_address).
+  if (o.nnodes_max == 1 && o.store == "mlrun") g.master_addr = "127.0.0.1";
   fmt::print("mlrun: dry run: 1 node, {} worker{}, world size {}, backend {}\n", plan.nproc,
              plan.nproc == 1 ? "" : "s", plan.world_size, plan.backend);
   print_option_sources(o);

@@ -12,7 +12,7 @@ for var in RANK=0 RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ROLE_NAME=
   MASTER_ADDR=127.0.0.1 TORCHELASTIC_RESTART_COUNT=0 OMP_NUM_THREADS=1 DRY_VAR=yes; do
   expect_line "$T/out" "    $var"
 done
-expect_grep "$T/out" '^    MASTER_PORT=[0-9]+$'
+expect_line "$T/out" '    MASTER_PORT=(chosen at launch)'
 expect_grep "$T/out" '^    MLRUN_JOB_ID=.+$'
 # Nothing started, and nothing is left.
 sleep 0.5
