@@ -121,6 +121,17 @@ std::size_t parse_flags(const FlagTable& table, const std::vector<std::string>& 
     }
     const Flag* flag =
         arg.size() >= 2 && arg[0] == '-' ? find_flag(table, written_name(arg)) : nullptr;
+    // A short flag with its value attached, as argparse takes it: -r3, -t1.
+    if (flag == nullptr && arg.size() > 2 && arg[1] != '-' && arg.find('=') == std::string::npos) {
+      const Flag* short_flag = find_flag(table, arg.substr(0, 2));
+      if (short_flag != nullptr && short_flag->takes_value()) {
+        short_flag->apply(
+            syntax.apply_gets_written_name ? arg.substr(0, 2) : short_flag->names.front(),
+            arg.substr(2));
+        if (on_flag) on_flag(*short_flag, arg.substr(2));
+        continue;
+      }
+    }
     if (flag == nullptr) {
       errors.push_back(syntax.unknown(arg));
       continue;

@@ -60,6 +60,13 @@ TEST(Flags, LaunchBothSpellingsBothValueFormsAndErrors) {
       {{"--shutdown-timeout=7", "app"}, [](const O& o) { return o.grace_period == 7; }, ""},
       {{"--dry-run", "app"}, [](const O& o) { return o.dry_run; }, ""},
       {{"-vv", "-v", "app"}, [](const O& o) { return o.verbose == 3; }, ""},
+      // argparse's attached short value (torchrun -r3 -t1); a short flag without a value is not
+      // taken so (-vx stays unknown).
+      {{"-r3", "-t1", "app"},
+       [](const O& o) { return o.redirects.all == 3 && o.tee.all == 1; },
+       ""},
+      {{"-Ha:2", "app"}, [](const O& o) { return o.hosts == "a:2"; }, ""},
+      {{"-vx", "app"}, nullptr, "unknown option '-vx' (see mlrun --help)"},
       {{"--", "-app", "--x"},
        [](const O& o) { return o.program == "-app" && o.program_args == Args{"--x"}; },
        ""},

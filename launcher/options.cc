@@ -212,8 +212,16 @@ Apply local_ranks(std::optional<std::vector<int>>& field, Errors& e) {
 }
 
 Apply export_var(std::vector<std::string>& exports, Errors& e) {
-  return [&exports, &e](const std::string& f, const std::string& v) {
-    if (v.empty() || v.front() == '=') return bad(e, f, v, "must be VAR or VAR=VALUE");
+  return [&exports, &e](const std::string&, const std::string& v) {
+    std::string_view name = std::string_view(v).substr(0, v.find('='));
+    bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name.front())) &&
+              std::all_of(name.begin(), name.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+              });
+    if (!ok) {
+      e.push_back(fmt::format("-x {}: must be VAR or VAR=VALUE, VAR a variable's name", v));
+      return;
+    }
     exports.push_back(v);
   };
 }

@@ -218,6 +218,15 @@ TEST(Options, RdzvEndpointTakesTorchrunsPortAndRefusesBadOnes) {
   }
 }
 
+TEST(Options, ExportsNameAVariable) {
+  EXPECT_TRUE(parse_options({"-x", "_A1=x=y", "-x", "B", "app"}).errors.empty());
+  for (const char* bad : {"1BAD=1", "=1", "", "A-B=1", "A B"}) {
+    auto r = parse_options({"-x", bad, "app"});
+    ASSERT_EQ(r.errors.size(), 1u) << bad;
+    EXPECT_NE(r.errors[0].message.find("VAR a variable's name"), std::string::npos) << bad;
+  }
+}
+
 // `-H "$HOSTS"` with HOSTS unset must not quietly become a one-node job on this machine.
 TEST(Options, AnEmptyHostListOrHostfileIsAnError) {
   for (auto args : {std::vector<std::string>{"-H", "", "app"}, {"--hosts=", "app"}}) {

@@ -188,6 +188,35 @@ void plan_command(const Options& o, LaunchPlan& plan, std::vector<std::string>& 
       plan.exports.emplace_back(x, v);
     } else {
       errors.push_back(fmt::format("-x {}: no such variable in mlrun's environment", x));
+      continue;
+    }
+    // worker/env.cc sets these for each worker after the exports: say so rather than drop it.
+    static constexpr std::string_view kSetByMlrun[] = {"RANK",
+                                                       "LOCAL_RANK",
+                                                       "WORLD_SIZE",
+                                                       "LOCAL_WORLD_SIZE",
+                                                       "GROUP_RANK",
+                                                       "GROUP_WORLD_SIZE",
+                                                       "ROLE_RANK",
+                                                       "ROLE_WORLD_SIZE",
+                                                       "ROLE_NAME",
+                                                       "MASTER_ADDR",
+                                                       "MASTER_PORT",
+                                                       "TORCHELASTIC_RESTART_COUNT",
+                                                       "TORCHELASTIC_MAX_RESTARTS",
+                                                       "TORCHELASTIC_RUN_ID",
+                                                       "TORCHELASTIC_USE_AGENT_STORE",
+                                                       "TORCHELASTIC_ERROR_FILE",
+                                                       "MLRUN_RDZV_ENDPOINT",
+                                                       "MLRUN_RDZV_TOKEN",
+                                                       "MLRUN_JOB_ID",
+                                                       "MLRUN_BACKEND"};
+    const std::string& name = plan.exports.back().first;
+    if (std::find(std::begin(kSetByMlrun), std::end(kSetByMlrun), name) != std::end(kSetByMlrun)) {
+      fmt::print(stderr,
+                 "mlrun: warning: -x {}: mlrun sets {} for each worker itself; the value given is "
+                 "not used\n",
+                 name, name);
     }
   }
 }
@@ -302,7 +331,12 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   count_workers(o, plan, errors, node_errors);
   const std::size_t usage = errors.size();
   errors.insert(errors.end(), node_errors.begin(), node_errors.end());
-  plan_command(o, plan, errors);
+  // After an unknown option the program's place is a guess: the option's value ("--bind-to
+  // none") was taken for it, and "none: command not found" would only mislead.
+  bool unknown_option =
+      std::any_of(errors.begin(), errors.begin() + static_cast<long>(usage),
+                  [](const std::string& e) { return e.starts_with("unknown option"); });
+  if (!unknown_option) plan_command(o, plan, errors);
   std::string toward = plan_master(o, plan);
   if (!slurm_head_runs_none(o)) {
     if (auto e = choose_network(o, plan, toward)) errors.push_back(*e);
@@ -316,6 +350,15 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
     return false;
   }
   if (!plan.iface.warning.empty()) fmt::print(stderr, "mlrun: warning: {}\n", plan.iface.warning);
+  // A filter that names no local rank of this node shows nothing at all, as torchrun's.
+  if (const auto& only = o.local_ranks_filter;
+      only && !on_hosts(o) && plan.nproc > 0 &&
+      std::none_of(only->begin(), only->end(), [&](int r) { return r < plan.nproc; })) {
+    fmt::print(stderr,
+               "mlrun: warning: --local_ranks_filter={}: this node runs local ranks 0-{}, so no "
+               "worker's output is shown\n",
+               fmt::join(*only, ","), plan.nproc - 1);
+  }
   print_plugin_notes(o);
   finish_plan(o, plan);
   return true;

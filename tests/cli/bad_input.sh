@@ -38,6 +38,9 @@ expect_error "-H: the host list is empty" -H "" "$T/ok.sh"
 expect_error "no program to run" --nproc_per_node=2
 expect_error "no program to run"
 expect_error "-x MLRUN_CLI_UNSET_$$: no such variable" -x "MLRUN_CLI_UNSET_$$" "$T/ok.sh"
+expect_error "-x 1BAD=1: must be VAR or VAR=VALUE, VAR a variable's name" -x 1BAD=1 "$T/ok.sh"
+# An unknown option's value is not taken for the program as well ("none: command not found").
+expect_error "unknown option '--bind-to'" --bind-to none "$T/ok.sh"
 
 # Several errors of one kind are all reported, one line each, before anything runs: the command
 # line's, and then those of the plan (program, -x).

@@ -65,6 +65,11 @@ expect_rc 0
   fail "--local_ranks_filter=1,2: stdout is $(paste -sd'|' "$T/out")"
 [ "$(sort "$T/err" | paste -sd'|')" = "[1] oops from 1|[2] oops from 2" ] ||
   fail "--local_ranks_filter=1,2: stderr is $(paste -sd'|' "$T/err")"
+# A filter that names none of the node's local ranks shows nothing, and says so.
+run_mlrun --nproc_per_node=2 --local_ranks_filter=5 "$T/hello.sh"
+expect_rc 0
+[ ! -s "$T/out" ] || fail "--local_ranks_filter=5 with 2 workers: stdout is $(cat "$T/out")"
+expect_grep "$T/err" "^mlrun: warning: --local_ranks_filter=5: this node runs local ranks 0-1, so no worker's output is shown$"
 
 # 4. A progress bar: '\r' redraws every 30 ms for 1.8 s and one newline at the end. It is seen
 # while it runs, each redraw tagged, on one node and through a head's relay (a simulated host).
