@@ -132,6 +132,10 @@ struct Agent::Impl final : SupervisorHooks {
         timer(io) {
     for (int sig : this->policy.stop) signals.add(sig);
     for (int sig : this->policy.forward) signals.add(sig);
+    if (this->policy.job_control) {
+      signals.add(SIGTSTP);
+      signals.add(SIGCONT);
+    }
   }
 
   asio::io_context& io;
@@ -168,7 +172,12 @@ struct Agent::Impl final : SupervisorHooks {
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (ec) return;
       // Asio counts deliveries: each one that reached the handler comes here once.
-      if (policy.is_forwarded(sig)) {
+      if (sig == SIGTSTP || sig == SIGCONT) {
+        // The workers stop first, then this process, as the terminal would stop one group;
+        // SIGCONT (fg, bg) wakes this process, which wakes them.
+        supervisor.signal_groups(sig);
+        if (sig == SIGTSTP) ::raise(SIGSTOP);
+      } else if (policy.is_forwarded(sig)) {
         if (policy.forward_own) supervisor.forward_signal(sig);
         if (callbacks.on_forwarded_signal) callbacks.on_forwarded_signal(sig);
       } else {
@@ -185,6 +194,10 @@ struct Agent::Impl final : SupervisorHooks {
     sigemptyset(&mine);
     for (int sig : policy.stop) sigaddset(&mine, sig);
     for (int sig : policy.forward) sigaddset(&mine, sig);
+    if (policy.job_control) {
+      sigaddset(&mine, SIGTSTP);
+      sigaddset(&mine, SIGCONT);
+    }
     pthread_sigmask(SIG_UNBLOCK, &mine, nullptr);
   }
 

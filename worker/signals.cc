@@ -75,6 +75,12 @@ SignalPolicy make_signal_policy(std::string_view list, std::vector<std::string>&
   return p;
 }
 
+bool sigtstp_ignored() {
+  struct sigaction now {};
+  return sigaction(SIGTSTP, nullptr, &now) == 0 && (now.sa_flags & SA_SIGINFO) == 0 &&
+         now.sa_handler == SIG_IGN;
+}
+
 bool leave_sighup_ignored(SignalPolicy& policy) {
   struct sigaction now {};
   if (sigaction(SIGHUP, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) != 0 ||

@@ -34,6 +34,10 @@ struct SignalPolicy {
   /// agent in a Slurm step: Slurm signals every process of the step, the workers too, so passing
   /// it on would deliver it twice (the head's, through the rendezvous, still go on).
   bool forward_own = true;
+  /// Ctrl-Z (SIGTSTP) stops the workers with the launcher, and SIGCONT (fg, bg) starts them again:
+  /// each worker leads its own process group, out of the terminal's reach. Only for a job of one
+  /// node: a node stopped in a job of several would be taken for a hung one (its heartbeats).
+  bool job_control = false;
   bool is_forwarded(int sig) const;
 };
 
@@ -55,6 +59,10 @@ SignalPolicy make_signal_policy(std::string_view signals_to_handle,
 /// the user's, and its `kill -INT $!` must still stop the job (torchrun's handlers too ignore
 /// an inherited SIG_IGN). Returns whether SIGHUP was taken out.
 bool leave_sighup_ignored(SignalPolicy& policy);
+
+/// Whether this process was started with SIGTSTP ignored (no job control wanted): Ctrl-Z is then
+/// left alone.
+bool sigtstp_ignored();
 
 /// Gives the policy's forwarded signals a handler that does nothing, so that one arriving while
 /// no worker runs (before the first starts, after the last ended) cannot end the launcher by its

@@ -174,6 +174,17 @@ int Supervisor::forward_signal(int sig) {
   return sent;
 }
 
+int Supervisor::signal_groups(int sig) {
+  if (finished_) return 0;
+  int sent = 0;
+  for (const auto& w : workers_) {
+    if (w.end != WorkerEnd::kRunning || w.pid <= 0) continue;
+    spawner_.signal_group(w.pid, sig);
+    ++sent;
+  }
+  return sent;
+}
+
 void Supervisor::on_remote_failure(int exit_code) {
   if (finished_ || stopping_) return;
   remote_failure_ = true;

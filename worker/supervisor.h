@@ -114,6 +114,9 @@ class Supervisor {
   /// running worker process (not its group). A worker it kills (no handler) has failed: nothing
   /// in mlrun asked it to stop. Returns how many workers it was sent to.
   int forward_signal(int sig);
+  /// Sends sig to every running worker's process group (job control: SIGTSTP, SIGCONT), so that
+  /// its children stop and go on with it. Returns how many were signalled.
+  int signal_groups(int sig);
   /// The grace period after a stop request ran out: SIGKILL what is left.
   void on_grace_expired();
   /// A worker on another node failed: stop this node's workers as for a local failure (they

@@ -93,4 +93,26 @@ wait_mlrun 60
 expect_rc 0
 [ "$(count_files "$T/got.*")" -eq 0 ] || fail "nohup: a worker got SIGHUP"
 assert_no_marker_left 10
+
+# Ctrl-Z (SIGTSTP): the workers, each in a group of its own, stop with mlrun; SIGCONT (fg, bg)
+# starts them again and the job ends as it would have.
+write_worker ticker.sh '
+touch "$T/up.$RANK"
+for i in $(seq 30); do echo "$i" >>"$T/tick.$RANK"; "$T/sleep" 0.1; done'
+rm -f "$T"/up.* "$T"/tick.*
+start_mlrun --nproc_per_node=2 "$T/ticker.sh"
+wait_until 60 all_up 2 || fail "the tickers did not start"
+kill -TSTP "$MLRUN_PID"
+# Every process running ticker.sh (mlrun and both workers) is stopped.
+stopped() { ! ps -o stat= -p "$(pgrep -f -- "$T/ticker.sh" | paste -sd, -)" | grep -qv '^T'; }
+wait_until 10 stopped || fail "SIGTSTP: the workers did not stop: $(ps -o pid=,stat=,args= -p "$(pgrep -f -- "$T/ticker.sh" | paste -sd, -)")"
+grep -q '^T' <(ps -o stat= -p "$MLRUN_PID") || fail "SIGTSTP: mlrun itself did not stop"
+before=$(cat "$T/tick.0" | wc -l)
+sleep 1
+[ "$(cat "$T/tick.0" | wc -l)" -eq "$before" ] || fail "SIGTSTP: rank 0 went on while stopped"
+kill -CONT "$MLRUN_PID"
+wait_mlrun 60
+expect_rc 0
+[ "$(cat "$T/tick.0" | wc -l)" -eq 30 ] || fail "after SIGCONT: rank 0 did not finish its 30 ticks"
+assert_no_marker_left 10
 echo PASS
