@@ -272,7 +272,6 @@ int agent_command(const std::vector<std::string>&) {
     plan.signals.forward_own = false;
     job.signal_note = transport::slurm_signal_note(transport::read_slurm_env().job_id);
   }
-  plan.signals.job_control = false;  // Its head's terminal is not its own.
   keep_forwarded_signals_harmless(plan.signals);
   if (!slurm) lifeline.set_bound(awake_bound(parsed.options.grace_period));
   signal(SIGPIPE, SIG_IGN);

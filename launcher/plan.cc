@@ -325,8 +325,6 @@ bool plan_launch(const Options& o, LaunchPlan& plan, std::vector<std::string> er
   if (leave_sighup_ignored(plan.signals)) {
     log::debug("SIGHUP was ignored when mlrun started (nohup): it stays ignored");
   }
-  // Ctrl-Z for a job of one node here (an agent, whose plan also says one node, turns it off).
-  plan.signals.job_control = o.nnodes_max == 1 && !on_hosts(o) && !sigtstp_ignored();
   // What follows the command line's own errors can differ from node to node (LaunchPlan::
   // node_errors): files, environment, GPUs, interfaces.
   std::vector<std::string> node_errors;

@@ -334,6 +334,8 @@ int launch(const Options& o, std::vector<std::string> option_errors) {
   //    its srun step, SSH channel or stdin, cover the head's death. It starts none (its spawn
   //    was ~1-3 ms of the Slurm head's start before srun; docs/launcher.md, "Start-up").
   keep_forwarded_signals_harmless(plan.signals);
+  // Ctrl-Z for a job of one node, on this (the user's) launcher; never an agent's.
+  plan.signals.job_control = o.nnodes_max == 1 && !on_hosts(o) && !sigtstp_ignored();
   Lifeline lifeline = runs_processes_here(o, plan) ? Lifeline::start() : Lifeline();
   // Ignore SIGPIPE: a closed terminal must not kill the launcher before it stops its workers.
   signal(SIGPIPE, SIG_IGN);

@@ -164,22 +164,19 @@ void Supervisor::on_signal(int sig) {
 }
 
 int Supervisor::forward_signal(int sig) {
-  if (finished_) return 0;
-  int sent = 0;
-  for (const auto& w : workers_) {
-    if (w.end != WorkerEnd::kRunning || w.pid <= 0) continue;
-    spawner_.signal_process(w.pid, sig);
-    ++sent;
-  }
-  return sent;
+  return signal_running(sig, /*groups=*/false);
 }
 
 int Supervisor::signal_groups(int sig) {
+  return signal_running(sig, /*groups=*/true);
+}
+
+int Supervisor::signal_running(int sig, bool groups) {
   if (finished_) return 0;
   int sent = 0;
   for (const auto& w : workers_) {
     if (w.end != WorkerEnd::kRunning || w.pid <= 0) continue;
-    spawner_.signal_group(w.pid, sig);
+    groups ? spawner_.signal_group(w.pid, sig) : spawner_.signal_process(w.pid, sig);
     ++sent;
   }
   return sent;

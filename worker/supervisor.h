@@ -137,6 +137,7 @@ class Supervisor {
   void start_attempt();
   void spawn_all();
   void stop_all(int sig);
+  int signal_running(int sig, bool groups);  // each running worker, or its group
   void end_attempt();
   void finish(bool failed, int failed_code);
 
