@@ -25,6 +25,14 @@ void NodeCoordinator::coordinate() {
     abort_here(fmt::format("job aborted: {}", e.detail()), interrupted ? 130 : 1);
   } catch (const rdzv::AuthError& e) {
     abort_here(refusal_reason(job_, e), 1);
+  } catch (const rdzv::ConnectionError& e) {
+    // The node that serves it ended or was killed (its own loss is said by its own terminal).
+    abort_here(job_.serves_rendezvous
+                   ? std::string(e.what())
+                   : fmt::format("this node lost the rendezvous at {} (the node serving it ended, "
+                                 "was killed, or cannot be reached): {}",
+                                 job_.endpoint, e.what()),
+               1);
   } catch (const std::exception& e) {
     abort_here(e.what(), 1);
   }

@@ -41,6 +41,7 @@ for victim in 1 0; do
     rc=0
     wait "$n1" || rc=$?
     [ "$rc" -ne 0 ] || fail "node 1 exited 0 after node 0's SIGKILL"
+    expect_grep "$T/err.1" "this node lost the rendezvous at 127\.0\.0\.1:$port"
     wait "$n0" 2>/dev/null
   fi
   assert_no_marker_left 10
