@@ -1,6 +1,5 @@
 #include "launcher/head.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -16,11 +15,8 @@
 #include <fmt/format.h>
 
 #include "launcher/plan.h"
-#include "transport/slurm_env.h"
 #include "transport/ssh_session.h"
 #include "worker/log.h"
-#include "worker/net.h"
-#include "worker/network.h"
 #include "worker/output.h"
 #include "worker/signals.h"
 

@@ -169,6 +169,20 @@ void count_workers(const Options& o, LaunchPlan& plan, std::vector<std::string>&
 }
 
 // The workers' command line and the variables -x exports to them.
+// Whether worker_environment sets `name` for every worker itself, over -x's value.
+bool set_for_each_worker(const std::string& name) {
+  static const std::vector<std::string> names = [] {
+    GroupEnv g;  // With every optional part present (its backend, its rendezvous).
+    g.backend = g.rdzv_endpoint = g.rdzv_token = "-";
+    std::vector<std::string> out;
+    for (const auto& kv : worker_environment(Environment(), g, 0, "-")) {
+      out.push_back(kv.substr(0, kv.find('=')));
+    }
+    return out;
+  }();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 void plan_command(const Options& o, LaunchPlan& plan, std::vector<std::string>& errors) {
   const char* python = std::getenv("PYTHON");
   const char* path = std::getenv("PATH");
@@ -190,29 +204,9 @@ void plan_command(const Options& o, LaunchPlan& plan, std::vector<std::string>& 
       errors.push_back(fmt::format("-x {}: no such variable in mlrun's environment", x));
       continue;
     }
-    // worker/env.cc sets these for each worker after the exports: say so rather than drop it.
-    static constexpr std::string_view kSetByMlrun[] = {"RANK",
-                                                       "LOCAL_RANK",
-                                                       "WORLD_SIZE",
-                                                       "LOCAL_WORLD_SIZE",
-                                                       "GROUP_RANK",
-                                                       "GROUP_WORLD_SIZE",
-                                                       "ROLE_RANK",
-                                                       "ROLE_WORLD_SIZE",
-                                                       "ROLE_NAME",
-                                                       "MASTER_ADDR",
-                                                       "MASTER_PORT",
-                                                       "TORCHELASTIC_RESTART_COUNT",
-                                                       "TORCHELASTIC_MAX_RESTARTS",
-                                                       "TORCHELASTIC_RUN_ID",
-                                                       "TORCHELASTIC_USE_AGENT_STORE",
-                                                       "TORCHELASTIC_ERROR_FILE",
-                                                       "MLRUN_RDZV_ENDPOINT",
-                                                       "MLRUN_RDZV_TOKEN",
-                                                       "MLRUN_JOB_ID",
-                                                       "MLRUN_BACKEND"};
+    // worker_environment sets these over the exports: say so rather than drop the value.
     const std::string& name = plan.exports.back().first;
-    if (std::find(std::begin(kSetByMlrun), std::end(kSetByMlrun), name) != std::end(kSetByMlrun)) {
+    if (set_for_each_worker(name)) {
       fmt::print(stderr,
                  "mlrun: warning: -x {}: mlrun sets {} for each worker itself; the value given is "
                  "not used\n",

@@ -21,20 +21,29 @@
 namespace mlrun {
 namespace {
 
+// One node's loop over real processes, its one worker `/bin/sh -c script` reading stdin_fd
+// (-1: /dev/null).
+struct ShellLoop {
+  boost::asio::io_context io;
+  std::unique_ptr<ProcessSpawner> spawner = make_posix_spawner();
+  Lifeline lifeline;
+  int run(const char* script, AgentCallbacks callbacks, int stdin_fd = -1) {
+    Supervisor::Planner planner = [script, stdin_fd](int) {
+      WorkerSpec w;
+      w.request.argv = {"/bin/sh", "-c", script};
+      w.request.stdin_fd = stdin_fd;
+      return std::vector<WorkerSpec>{w};
+    };
+    Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, std::move(callbacks));
+    return agent.run();
+  }
+};
+
 // The exit code of a loop that runs one worker, `/bin/sh -c script`, its output nowhere.
 int run_one_worker(const char* script) {
-  boost::asio::io_context io;
-  auto spawner = make_posix_spawner();
-  Lifeline lifeline;
   AgentCallbacks callbacks;
   callbacks.routes = [](int, const WorkerSpec&) { return WorkerRoutes{}; };
-  Supervisor::Planner planner = [script](int) {
-    WorkerSpec w;
-    w.request.argv = {"/bin/sh", "-c", script};
-    return std::vector<WorkerSpec>{w};
-  };
-  Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, callbacks);
-  return agent.run();
+  return ShellLoop().run(script, callbacks);
 }
 
 // The loop waits for its workers by pid. A process may have other children whose ends are their
@@ -77,18 +86,8 @@ TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
   int console[2], go[2];
   ASSERT_EQ(pipe(console), 0);
   ASSERT_EQ(pipe(go), 0);
-  boost::asio::io_context io;
-  auto spawner = make_posix_spawner();
-  Lifeline lifeline;
-  AgentCallbacks callbacks = stdout_to(console[1]);
-  Supervisor::Planner planner = [&](int) {
-    WorkerSpec w;
-    w.request.argv = {"/bin/sh", "-c",
-                      "printf aaaa; read x; printf 'bbbb\\ncccc'; read x; printf 'dddd\\n'"};
-    w.request.stdin_fd = go[0];
-    return std::vector<WorkerSpec>{w};
-  };
-  Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, callbacks);
+  ShellLoop loop;
+  boost::asio::io_context& io = loop.io;
   std::thread driver([&] {
     using namespace std::chrono_literals;
     // "aaaa" read and its wait armed, as a rule (a late driver only lets it show as a prompt).
@@ -105,7 +104,9 @@ TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
     std::this_thread::sleep_for(5ms);
     EXPECT_EQ(write(go[1], "\n", 1), 1);
   });
-  EXPECT_EQ(agent.run(), 0);
+  EXPECT_EQ(loop.run("printf aaaa; read x; printf 'bbbb\\ncccc'; read x; printf 'dddd\\n'",
+                     stdout_to(console[1]), go[0]),
+            0);
   driver.join();
   close(console[1]);
   std::string shown;
@@ -124,19 +125,6 @@ TEST(AgentLoop, AWaitDueWhileTheLoopWasHeldCutsNoLine) {
 TEST(AgentLoop, AnUnfinishedLineIsShownWhileMoreOfItComes) {
   int console[2];
   ASSERT_EQ(pipe2(console, O_NONBLOCK), 0);
-  boost::asio::io_context io;
-  auto spawner = make_posix_spawner();
-  Lifeline lifeline;
-  AgentCallbacks callbacks = stdout_to(console[1]);
-  // At least 60 x 30 ms: 1.8 s before its newline.
-  Supervisor::Planner planner = [&](int) {
-    WorkerSpec w;
-    w.request.argv = {"/bin/sh", "-c",
-                      "i=0; while [ $i -lt 60 ]; do printf '\\rtick'; sleep 0.03; i=$((i+1)); "
-                      "done; echo"};
-    return std::vector<WorkerSpec>{w};
-  };
-  Agent agent(io, *spawner, lifeline, planner, SupervisorConfig{}, callbacks);
   std::string early;
   std::thread watcher([&] {
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1200);
@@ -147,7 +135,11 @@ TEST(AgentLoop, AnUnfinishedLineIsShownWhileMoreOfItComes) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
-  EXPECT_EQ(agent.run(), 0);
+  // At least 60 x 30 ms: 1.8 s before its newline.
+  EXPECT_EQ(ShellLoop().run("i=0; while [ $i -lt 60 ]; do printf '\\rtick'; sleep 0.03; "
+                            "i=$((i+1)); done; echo",
+                            stdout_to(console[1])),
+            0);
   watcher.join();
   close(console[0]);
   close(console[1]);

@@ -69,7 +69,10 @@ rm -f "$T"/up.* "$T"/got.*
 start_mlrun --nproc_per_node=2 --grace_period=30 "$T/slow.sh"
 wait_until 60 all_up 2 || fail "the slow workers did not start"
 kill -INT "$MLRUN_PID"
-sleep 0.05
+# 50 ms without a fork (an external sleep could take past 200 ms to start on a loaded machine,
+# and the second would then be a real second SIGINT): two deliveries, not merged by the kernel.
+start_us=${EPOCHREALTIME/./}
+while ((${EPOCHREALTIME/./} - start_us < 50000)); do :; done
 kill -INT "$MLRUN_PID"
 wait_mlrun 60
 expect_rc 130
